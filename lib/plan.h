@@ -1,0 +1,62 @@
+/* The plan: a mask compiled for a tile shape bq x bk.  Kernels (CPU and GPU)
+ * never read slices; they walk a plan.  Flat arrays of 32-bit integers so a
+ * GPU kernel can take them as they are after one copy. */
+#ifndef PLAN_H
+#define PLAN_H
+#include <stdint.h>
+#include "mask.h"
+
+/* A slice in absolute coordinates, as a partial tile's predicate needs it.
+ * kind is MASK_FULL..MASK_BICAUSAL with the same rules as mask_slice. */
+struct plan_cut {
+	int32_t q0, q1, k0, k1, kind;
+};
+
+/* One entry of a row: tiles t0..t1-1 of the other axis.
+ *   ncut == 0: every tile in the run is fully allowed (no element masking);
+ *   ncut  > 0: t1 == t0 + 1, a partial tile: (q,k) in it is allowed iff one
+ *              of cut[cut0 .. cut0+ncut-1] allows it (cuts are disjoint). */
+struct plan_ent {
+	int32_t t0, t1;
+	int32_t cut0, ncut;
+};
+
+struct plan {
+	int32_t bq, bk;
+	int32_t sq, sk;
+	int32_t nqt, nkt;              /* ceil(sq/bq), ceil(sk/bk) */
+	int32_t heads;                 /* mask heads */
+	int32_t transposed;            /* 0: rows are q-tiles, entries k-tiles;
+	                                  1: rows are k-tiles, entries q-tiles */
+	int32_t nrows;                 /* heads * (transposed ? nkt : nqt) */
+	int32_t *row;                  /* nrows + 1 offsets into ent; row r = h*ntiles + tile */
+	struct plan_ent *ent;
+	int32_t nent;
+	struct plan_cut *cut;
+	int32_t ncut;
+	int64_t ntiles_full, ntiles_partial;   /* visited tiles, for reports */
+	uint64_t area;                 /* == mask area */
+};
+
+/* Entries of a row are in ascending tile order; a row that visits nothing
+ * has no entries.  No visited tile is empty.  Returns 0, or -1 with a
+ * message (seqlen >= 2^31 or out of memory). */
+int  plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, size_t errlen);
+/* Per k-tile the q-tiles, for backward passes; shares nothing with p. */
+int  plan_transpose(struct plan *t, const struct plan *p, char *err, size_t errlen);
+void plan_free(struct plan *p);
+
+/* The predicate of a partial tile's cut, for CPU code and tests. */
+static inline int plan_cut_allows(const struct plan_cut *c, int64_t q, int64_t k)
+{
+	if (q < c->q0 || q >= c->q1 || k < c->k0 || k >= c->k1)
+		return 0;
+	switch (c->kind) {
+	case MASK_CAUSAL:    return k - q <= (int64_t)c->k1 - c->q1;
+	case MASK_INVCAUSAL: return k - q >= (int64_t)c->k0 - c->q0;
+	case MASK_BICAUSAL:  return k - q <= (int64_t)c->k1 - c->q1 && k - q >= (int64_t)c->k0 - c->q0;
+	default:             return 1;
+	}
+}
+
+#endif

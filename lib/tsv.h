@@ -1,0 +1,30 @@
+/* The result row every measuring tool writes (DESIGN.md "Result rows").
+ * Header once, then one row per (tool, kernel/strategy, mask, shape, pass).
+ * A row whose status is not "ok" has empty numbers. */
+#ifndef TSV_H
+#define TSV_H
+#include <stdint.h>
+#include <stdio.h>
+
+struct row {
+	const char *tool, *kernel, *mask;
+	int64_t sq, sk;
+	double area;                  /* allowed pairs per attention head (mask area / mask heads) */
+	int batch, hq, hkv, hd;
+	const char *dtype, *pass;     /* "bf16"/"fp16", "fwd"/"bwd" */
+	int world, ulysses, ring;     /* 0 = not applicable: printed empty */
+	const char *status;           /* ok oom unsupported wrong error */
+	int iters;
+	double ms_median, ms_min, ms_max, tflops, mem_gib;
+	const char *device, *host, *commit;
+	uint64_t seed;
+};
+
+extern const char *const tsv_columns[];   /* NULL-terminated */
+void tsv_header(FILE *fp);
+void tsv_row(FILE *fp, const struct row *r);
+
+/* FLOPs as the reference counts them: fwd 4*area*hq*hd*batch, bwd 2.5x. */
+double tsv_flops(double area, int hq, int hd, int batch, int bwd);
+
+#endif

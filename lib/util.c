@@ -1,0 +1,167 @@
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (p == NULL)
+		err(EXIT_BADINPUT, "malloc %zu bytes", n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+	if (p == NULL)
+		err(EXIT_BADINPUT, "calloc %zu x %zu bytes", n, sz);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (p == NULL)
+		err(EXIT_BADINPUT, "realloc %zu bytes", n);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (p == NULL)
+		err(EXIT_BADINPUT, "strdup");
+	return p;
+}
+
+int64_t parse_int(const char *s, const char *what, int64_t lo, int64_t hi, int suffix)
+{
+	char *end;
+	long long v;
+	int64_t mul = 1;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || errno == ERANGE)
+		errx(EXIT_BADINPUT, "%s: '%s' is not an integer", what, s);
+	if (suffix && *end != '\0' && end[1] == '\0') {
+		switch (*end) {
+		case 'k': case 'K': mul = 1024; end++; break;
+		case 'm': case 'M': mul = 1024 * 1024; end++; break;
+		case 'g': case 'G': mul = 1024 * 1024 * 1024; end++; break;
+		}
+	}
+	if (*end != '\0')
+		errx(EXIT_BADINPUT, "%s: '%s' is not an integer", what, s);
+	if ((v > 0 && v > LLONG_MAX / mul) || (v < 0 && v < LLONG_MIN / mul))
+		errx(EXIT_BADINPUT, "%s: '%s' is out of range", what, s);
+	v *= mul;
+	if (v < lo || v > hi)
+		errx(EXIT_BADINPUT, "%s: '%s' is out of range [%lld, %lld]", what, s,
+		    (long long)lo, (long long)hi);
+	return v;
+}
+
+double parse_double(const char *s, const char *what, double lo, double hi)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+		errx(EXIT_BADINPUT, "%s: '%s' is not a number", what, s);
+	if (v < lo || v > hi)
+		errx(EXIT_BADINPUT, "%s: '%s' is out of range [%g, %g]", what, s, lo, hi);
+	return v;
+}
+
+void out_open(struct outfile *o, const char *path)
+{
+	int fd;
+
+	memset(o, 0, sizeof *o);
+	if (path == NULL || strcmp(path, "-") == 0) {
+		o->fp = stdout;
+		return;
+	}
+	o->path = xstrdup(path);
+	o->tmp = xmalloc(strlen(path) + 16);
+	sprintf(o->tmp, "%s.tmpXXXXXX", path);
+	if ((fd = mkstemp(o->tmp)) == -1)
+		err(EXIT_BADINPUT, "%s", path);
+	if ((o->fp = fdopen(fd, "w")) == NULL) {
+		unlink(o->tmp);
+		err(EXIT_BADINPUT, "%s", path);
+	}
+}
+
+void out_close(struct outfile *o)
+{
+	if (o->path == NULL) {
+		if (fflush(stdout) == EOF || ferror(stdout))
+			err(EXIT_BADINPUT, "stdout");
+		return;
+	}
+	if (ferror(o->fp) | (fclose(o->fp) == EOF)) {
+		unlink(o->tmp);
+		err(EXIT_BADINPUT, "%s", o->path);
+	}
+	if (rename(o->tmp, o->path) == -1) {
+		unlink(o->tmp);
+		err(EXIT_BADINPUT, "%s", o->path);
+	}
+	free(o->path);
+	free(o->tmp);
+	memset(o, 0, sizeof *o);
+}
+
+void out_abort(struct outfile *o)
+{
+	if (o->path != NULL) {
+		fclose(o->fp);
+		unlink(o->tmp);
+		free(o->path);
+		free(o->tmp);
+	}
+	memset(o, 0, sizeof *o);
+}
+
+void close_stdout(void)
+{
+	if (ferror(stdout) | (fclose(stdout) == EOF))
+		err(EXIT_BADINPUT, "stdout");
+}
+
+int split_list(char *s, char **out, int max)
+{
+	int n = 0;
+	char *tok;
+
+	while (n < max && (tok = strsep(&s, ",")) != NULL)
+		if (*tok != '\0')
+			out[n++] = tok;
+	return n;
+}
+
+const char *host_name(void)
+{
+	static char name[256];
+
+	if (name[0] == '\0' && gethostname(name, sizeof name - 1) == -1)
+		strcpy(name, "unknown");
+	return name;
+}
+
+#ifndef COMMIT
+#define COMMIT "unknown"
+#endif
+const char *build_commit(void)
+{
+	return COMMIT;
+}

@@ -1,0 +1,47 @@
+/* Small things every tool needs: errors, checked allocation, number parsing,
+ * atomic output files.  Errors go through err(3)/errx(3) (glibc's err.h),
+ * which prefix the tool's name; bad input exits 2, a measured failure 1. */
+#ifndef UTIL_H
+#define UTIL_H
+#include <err.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stddef.h>
+
+#define EXIT_BADINPUT 2
+#define EXIT_WRONG    1
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* Parse a whole string as an integer in [lo,hi] or exit 2 with
+ * "TOOL: WHAT: 'S' is not ...".  Accepts K/M/G suffixes (x1024) when
+ * suffix is nonzero, so "-n 32K" means 32768. */
+int64_t parse_int(const char *s, const char *what, int64_t lo, int64_t hi, int suffix);
+double  parse_double(const char *s, const char *what, double lo, double hi);
+
+/* Atomic output: out_open("-") is stdout; otherwise a temp file beside path
+ * that out_close renames over path after a checked fclose, and out_abort
+ * removes.  On failure both exit 2 naming path, unless noted. */
+struct outfile {
+	FILE *fp;
+	char *path;      /* NULL for stdout */
+	char *tmp;
+};
+void out_open(struct outfile *o, const char *path);
+void out_close(struct outfile *o);
+void out_abort(struct outfile *o);    /* never exits */
+
+/* Checked close of stdout for tools that print results: exit 2 on error. */
+void close_stdout(void);
+
+/* Split "a,b,c" in place into at most max pointers; returns the count. */
+int split_list(char *s, char **out, int max);
+
+/* The host name and the build's commit, for result rows. */
+const char *host_name(void);
+const char *build_commit(void);
+
+#endif
