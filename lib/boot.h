@@ -26,4 +26,9 @@ int  boot_allgather(struct boot *b, const char *key, const void *mine, void *all
 void boot_abort(struct boot *b, int status, const char *msg) __attribute__((noreturn));
 void boot_fini(struct boot *b);
 
+/* For lib/ itself: the lone-process fallback (refuses when the launcher
+ * says there are several tasks), and a bounded exit for a failing job. */
+int  boot_lone(struct boot *b, char *err, size_t errlen);
+void boot_die(int status) __attribute__((noreturn));
+
 #endif
