@@ -1,0 +1,259 @@
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hist.h"
+#include "util.h"
+
+#ifndef DATADIR
+#define DATADIR "/usr/local/share/longattn"
+#endif
+#ifndef SRCDIR
+#define SRCDIR "."
+#endif
+
+const char *hist_default(int64_t total)
+{
+	if (total <= 12 * 1024)
+		return "pile";
+	if (total <= 64 * 1024)
+		return "prolong64k";
+	return "prolong512k";
+}
+
+void hist_free(struct hist *h)
+{
+	free(h->lo);
+	free(h->hi);
+	free(h->cum);
+	memset(h, 0, sizeof *h);
+}
+
+/* Strict field parsers: the whole token or nothing. */
+static int field_int(const char *s, int64_t *v)
+{
+	char *end;
+	long long x;
+
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (end == s || *end != '\0' || errno == ERANGE)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static int field_double(const char *s, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno == ERANGE || !isfinite(*v))
+		return -1;
+	return 0;
+}
+
+static int split_ws(char *line, char **f, int max)
+{
+	int n = 0;
+	char *tok, *save;
+
+	for (tok = strtok_r(line, " \t\r\n", &save); tok != NULL; tok = strtok_r(NULL, " \t\r\n", &save)) {
+		if (n == max)
+			return max + 1;
+		f[n++] = tok;
+	}
+	return n;
+}
+
+int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t errlen)
+{
+	char *line = NULL, *f[4];
+	size_t cap = 0, nbin = 0, alloc = 0;
+	ssize_t len;
+	long lineno = 0;
+	double total = 0;
+	const char *base;
+
+	memset(h, 0, sizeof *h);
+	base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	snprintf(h->name, sizeof h->name, "%s", base);
+	while ((len = getline(&line, &cap, fp)) != -1) {
+		int64_t lo, hi;
+		double w;
+		int nf;
+
+		lineno++;
+		if (memchr(line, '\0', (size_t)len) != NULL) {
+			snprintf(err, errlen, "%s:%ld: binary data", path, lineno);
+			goto bad;
+		}
+		nf = split_ws(line, f, 3);
+		if (nf == 0)
+			continue;
+		if (lineno == 1 && nf == 3 && strcmp(f[0], "lo") == 0 && strcmp(f[1], "hi") == 0 &&
+		    strcmp(f[2], "weight") == 0)
+			continue;
+		if (nf != 3) {
+			snprintf(err, errlen, "%s:%ld: want 3 fields 'lo hi weight', got %d", path, lineno, nf > 3 ? 4 : nf);
+			goto bad;
+		}
+		if (field_int(f[0], &lo) || field_int(f[1], &hi)) {
+			snprintf(err, errlen, "%s:%ld: lo and hi must be integers", path, lineno);
+			goto bad;
+		}
+		if (field_double(f[2], &w)) {
+			snprintf(err, errlen, "%s:%ld: weight '%s' is not a number", path, lineno, f[2]);
+			goto bad;
+		}
+		if (lo < 0 || hi >= HIST_MAXLEN) {
+			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) out of range", path, lineno,
+			    (long long)lo, (long long)hi);
+			goto bad;
+		}
+		if (lo >= hi) {
+			snprintf(err, errlen, "%s:%ld: lo %lld is not below hi %lld", path, lineno,
+			    (long long)lo, (long long)hi);
+			goto bad;
+		}
+		if (hi <= 1) {
+			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) holds no positive length", path, lineno,
+			    (long long)lo, (long long)hi);
+			goto bad;
+		}
+		if (w < 0) {
+			snprintf(err, errlen, "%s:%ld: negative weight %s", path, lineno, f[2]);
+			goto bad;
+		}
+		if (nbin == alloc) {
+			alloc = alloc ? 2 * alloc : 64;
+			h->lo = xrealloc(h->lo, alloc * sizeof *h->lo);
+			h->hi = xrealloc(h->hi, alloc * sizeof *h->hi);
+			h->cum = xrealloc(h->cum, alloc * sizeof *h->cum);
+		}
+		total += w;
+		h->lo[nbin] = lo;
+		h->hi[nbin] = hi;
+		h->cum[nbin] = total;
+		nbin++;
+	}
+	if (ferror(fp)) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto bad;
+	}
+	if (nbin == 0) {
+		snprintf(err, errlen, "%s: no bins", path);
+		goto bad;
+	}
+	if (!(total > 0)) {
+		snprintf(err, errlen, "%s: weights sum to zero", path);
+		goto bad;
+	}
+	free(line);
+	h->n = nbin;
+	return 0;
+bad:
+	free(line);
+	hist_free(h);
+	return -1;
+}
+
+static int builtin_name(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s; s++)
+		if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) && *s != '_' && *s != '-')
+			return 0;
+	return 1;
+}
+
+int hist_load(struct hist *h, const char *name, char *err, size_t errlen)
+{
+	const char *dirs[3];
+	char path[4096];
+	FILE *fp;
+	int r, i, nd = 0;
+
+	if (builtin_name(name)) {
+		const char *env = getenv("LONGATTN_DATA");
+
+		if (env != NULL && *env != '\0')
+			dirs[nd++] = env;
+		dirs[nd++] = DATADIR "/dists";
+		dirs[nd++] = SRCDIR "/masks/dists";
+		for (i = 0; i < nd; i++) {
+			snprintf(path, sizeof path, "%s/%s.tsv", dirs[i], name);
+			if ((fp = fopen(path, "r")) == NULL)
+				continue;
+			r = hist_parse(h, fp, path, err, errlen);
+			fclose(fp);
+			if (r == 0)
+				snprintf(h->name, sizeof h->name, "%s", name);
+			return r;
+		}
+	}
+	if ((fp = fopen(name, "r")) == NULL) {
+		if (builtin_name(name))
+			snprintf(err, errlen, "%s: no such histogram (not built in, not a file)", name);
+		else
+			snprintf(err, errlen, "%s: %s", name, strerror(errno));
+		return -1;
+	}
+	r = hist_parse(h, fp, name, err, errlen);
+	fclose(fp);
+	return r;
+}
+
+int hist_read_lengths(FILE *fp, const char *path, struct lens *out, char *err, size_t errlen)
+{
+	char *line = NULL, *f[2];
+	size_t cap = 0;
+	ssize_t len;
+	long lineno = 0;
+
+	while ((len = getline(&line, &cap, fp)) != -1) {
+		int64_t v;
+		int nf;
+
+		lineno++;
+		if (memchr(line, '\0', (size_t)len) != NULL) {
+			snprintf(err, errlen, "%s:%ld: binary data", path, lineno);
+			goto bad;
+		}
+		nf = split_ws(line, f, 1);
+		if (nf == 0)
+			continue;
+		if (nf > 1) {
+			snprintf(err, errlen, "%s:%ld: want one length per line", path, lineno);
+			goto bad;
+		}
+		if (lineno == 1 && strcmp(f[0], "len") == 0)
+			continue;
+		if (field_int(f[0], &v)) {
+			snprintf(err, errlen, "%s:%ld: '%s' is not an integer", path, lineno, f[0]);
+			goto bad;
+		}
+		if (v <= 0 || v >= HIST_MAXLEN) {
+			snprintf(err, errlen, "%s:%ld: length %lld out of range [1, 2^32)", path, lineno, (long long)v);
+			goto bad;
+		}
+		lens_push(out, v);
+	}
+	if (ferror(fp)) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto bad;
+	}
+	free(line);
+	if (out->n == 0) {
+		snprintf(err, errlen, "%s: no lengths", path);
+		return -1;
+	}
+	return 0;
+bad:
+	free(line);
+	return -1;
+}
