@@ -1,0 +1,304 @@
+/* The CP buffer operations: host code for the MPI backend, and the front
+ * that hands device buffers to lib/cp/ops_cuda.cu. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "dev.h"
+#include "half.h"
+#include "ops.h"
+
+/* Host blocks carry their size in front, for the peak. */
+#define HDR 64
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int ops_init(struct ops *x, int gpu, char *err, size_t errlen)
+{
+	memset(x, 0, sizeof *x);
+	x->gpu = gpu;
+	if (!gpu)
+		return 0;
+#ifdef HAVE_CUDA
+	return opsg_init(x, err, errlen);
+#else
+	snprintf(err, errlen, "device buffers: this build has no CUDA");
+	return -1;
+#endif
+}
+
+void ops_fini(struct ops *x)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_fini(x);
+#endif
+	(void)x;
+}
+
+const char *ops_failed(const struct ops *x)
+{
+	return x->why[0] ? x->why : NULL;
+}
+
+void *ops_alloc(struct ops *x, size_t n)
+{
+	char *p;
+
+	if (x->gpu) {
+		void *d;
+		/* Never hand out a zero-byte block: NULL means OOM here. */
+		if (dev_alloc(&d, n ? n : 16) != 0)
+			return NULL;
+		return d;
+	}
+	if ((p = malloc(n + HDR)) == NULL)
+		return NULL;
+	memcpy(p, &n, sizeof n);
+	x->inuse += n;
+	if (x->inuse > x->peak)
+		x->peak = x->inuse;
+	return p + HDR;
+}
+
+void ops_free(struct ops *x, void *p)
+{
+	size_t n;
+
+	if (p == NULL)
+		return;
+	if (x->gpu) {
+		dev_free(p);
+		return;
+	}
+	memcpy(&n, (char *)p - HDR, sizeof n);
+	x->inuse -= n;
+	free((char *)p - HDR);
+}
+
+void ops_peak_reset(struct ops *x)
+{
+	if (x->gpu) {
+		dev_peak_reset();
+		x->base = dev_inuse();
+	} else {
+		x->peak = x->inuse;
+		x->base = x->inuse;
+	}
+}
+
+size_t ops_peak(const struct ops *x)
+{
+	size_t p = x->gpu ? dev_peak() : x->peak;
+
+	return p > x->base ? p - x->base : 0;
+}
+
+void ops_upload(struct ops *x, void *dst, const void *hsrc, size_t n)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_upload(x, dst, hsrc, n);
+		return;
+	}
+#endif
+	memcpy(dst, hsrc, n);
+}
+
+void ops_download(struct ops *x, void *hdst, const void *src, size_t n)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_download(x, hdst, src, n);
+		return;
+	}
+#endif
+	memcpy(hdst, src, n);
+}
+
+void ops_copy(struct ops *x, void *dst, const void *src, size_t n, int s)
+{
+	ops_copy2d(x, dst, n, src, n, n, 1, s);
+}
+
+void ops_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_t spitch,
+                size_t width, size_t rows, int s)
+{
+	if (width == 0 || rows == 0 || dst == src)
+		return;
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_copy2d(x, dst, dpitch, src, spitch, width, rows, s);
+		return;
+	}
+#endif
+	(void)s;
+	for (size_t r = 0; r < rows; r++)
+		memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+}
+
+void ops_poison(struct ops *x, void *dst, size_t n, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_memset(x, dst, 0xff, n, s);
+		return;
+	}
+#endif
+	(void)s;
+	memset(dst, 0xff, n);
+}
+
+void ops_zero(struct ops *x, void *dst, size_t n, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_memset(x, dst, 0, n, s);
+		return;
+	}
+#endif
+	(void)s;
+	memset(dst, 0, n);
+}
+
+void ops_fill(struct ops *x, float *dst, float v, size_t n, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_fill(x, dst, v, n, s);
+		return;
+	}
+#endif
+	(void)s;
+	for (size_t i = 0; i < n; i++)
+		dst[i] = v;
+}
+
+static inline float load(const void *p, int type, size_t i)
+{
+	switch (type) {
+	case CT_F32:  return ((const float *)p)[i];
+	case CT_FP16: return half_from_fp16(((const uint16_t *)p)[i]);
+	default:      return half_from_bf16(((const uint16_t *)p)[i]);
+	}
+}
+
+void ops_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int type,
+               size_t spitch, size_t width, size_t rows, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_acc2d(x, dst, dpitch, src, type, spitch, width, rows, s);
+		return;
+	}
+#endif
+	(void)s;
+	for (size_t r = 0; r < rows; r++)
+		for (size_t i = 0; i < width; i++)
+			dst[r * dpitch + i] += load(src, type, r * spitch + i);
+}
+
+void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_cast(x, dst, type, src, n, s);
+		return;
+	}
+#endif
+	(void)s;
+	if (type == CT_F32) {
+		memmove(dst, src, n * sizeof(float));
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		((uint16_t *)dst)[i] = type == CT_FP16 ? half_to_fp16(src[i]) : half_to_bf16(src[i]);
+}
+
+void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
+               int type, int b, int64_t sq, int h, int d, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_merge(x, o, lse, op, lsep, type, b, sq, h, d, s);
+		return;
+	}
+#endif
+	(void)s;
+	for (int bi = 0; bi < b; bi++)
+		for (int hi = 0; hi < h; hi++)
+			for (int64_t qi = 0; qi < sq; qi++) {
+				size_t li = ((size_t)bi * h + hi) * sq + qi;
+				size_t oi = (((size_t)bi * sq + qi) * h + hi) * d;
+				float l1 = lse[li], l2 = lsep[li], m, l, w1, w2;
+
+				if (l2 == -INFINITY)
+					continue;
+				m = l1 > l2 ? l1 : l2;
+				l = m + logf(expf(l1 - m) + expf(l2 - m));
+				w1 = expf(l1 - l);
+				w2 = expf(l2 - l);
+				for (int i = 0; i < d; i++)
+					o[oi + i] = o[oi + i] * w1 + load(op, type, oi + i) * w2;
+				lse[li] = l;
+			}
+}
+
+void ops_record(struct ops *x, int ev, int s)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_record(x, ev, s);
+#endif
+	(void)x; (void)ev; (void)s;
+}
+
+void ops_wait(struct ops *x, int t, int ev)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_wait(x, t, ev);
+#endif
+	(void)x; (void)t; (void)ev;
+}
+
+void ops_sync(struct ops *x)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_sync(x);
+#endif
+	(void)x;
+}
+
+void ops_tstart(struct ops *x)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_record(x, 0, 0);
+		return;
+	}
+#endif
+	x->t0 = now_ms();
+}
+
+double ops_tstop(struct ops *x)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu) {
+		opsg_record(x, 1, 0);
+		opsg_sync(x);
+		return opsg_elapsed(x, 0, 1);
+	}
+#endif
+	return now_ms() - x->t0;
+}

@@ -1,0 +1,215 @@
+/* The device side of lib/cp/ops.h: streams, events, and the few elementwise
+ * kernels a strategy needs between attention calls (accumulate, cast, LSE
+ * merge).  They are memory-bound; one grid-stride loop each is enough. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "comm.h"
+#include "ops.h"
+}
+
+#define S(x, i) ((cudaStream_t)(x)->stream[i])
+#define E(x, i) ((cudaEvent_t)(x)->ev[i])
+
+static void fail(struct ops *x, const char *what, cudaError_t e)
+{
+	if (e != cudaSuccess && !x->why[0])
+		snprintf(x->why, sizeof x->why, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static unsigned blocks(size_t n)
+{
+	size_t b = (n + 255) / 256;
+
+	return b > 65535 ? 65535 : b < 1 ? 1 : (unsigned)b;
+}
+
+__device__ static inline float ld(const void *p, int type, size_t i)
+{
+	if (type == CT_F32)
+		return ((const float *)p)[i];
+	if (type == CT_FP16)
+		return __half2float(((const __half *)p)[i]);
+	return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+__global__ static void k_fill(float *d, float v, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		d[i] = v;
+}
+
+__global__ static void k_acc2d(float *d, size_t dp, const void *s, int type, size_t sp,
+                               size_t w, size_t rows)
+{
+	size_t n = w * rows;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		size_t r = i / w, c = i % w;
+		d[r * dp + c] += ld(s, type, r * sp + c);
+	}
+}
+
+__global__ static void k_cast(void *d, int type, const float *s, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		if (type == CT_F32)
+			((float *)d)[i] = s[i];
+		else if (type == CT_FP16)
+			((__half *)d)[i] = __float2half_rn(s[i]);
+		else
+			((__nv_bfloat16 *)d)[i] = __float2bfloat16_rn(s[i]);
+	}
+}
+
+/* One warp per (b, q, h) row: the weights once, then the d elements. */
+__global__ static void k_merge(float *o, float *lse, const void *op, const float *lsep,
+                               int type, int b, int64_t sq, int h, int d)
+{
+	size_t rows = (size_t)b * sq * h;
+	size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+	size_t nwarp = (size_t)gridDim.x * blockDim.x / 32;
+	int lane = threadIdx.x % 32;
+
+	for (size_t r = warp; r < rows; r += nwarp) {
+		size_t hi = r % h, qi = (r / h) % sq, bi = r / h / sq;
+		size_t li = (bi * h + hi) * sq + qi, oi = r * d;
+		float l1 = lse[li], l2 = lsep[li], m, l, w1, w2;
+
+		if (l2 == -INFINITY)
+			continue;
+		m = fmaxf(l1, l2);
+		l = m + logf(expf(l1 - m) + expf(l2 - m));
+		w1 = expf(l1 - l);
+		w2 = expf(l2 - l);
+		for (int i = lane; i < d; i += 32)
+			o[oi + i] = o[oi + i] * w1 + ld(op, type, oi + i) * w2;
+		__syncwarp();
+		if (lane == 0)
+			lse[li] = l;
+	}
+}
+
+extern "C" {
+
+int opsg_init(struct ops *x, char *err, size_t errlen)
+{
+	cudaError_t e = cudaSuccess;
+
+	for (int i = 0; i < OPS_NSTREAM && e == cudaSuccess; i++)
+		e = cudaStreamCreateWithFlags((cudaStream_t *)&x->stream[i], cudaStreamNonBlocking);
+	for (int i = 0; i < OPS_NEVENT && e == cudaSuccess; i++)
+		/* Only ev 0 and 1 time; the others just order streams. */
+		e = cudaEventCreateWithFlags((cudaEvent_t *)&x->ev[i], i < 2 ? cudaEventDefault : cudaEventDisableTiming);
+	if (e != cudaSuccess) {
+		snprintf(err, errlen, "streams: %s", cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+
+void opsg_fini(struct ops *x)
+{
+	cudaDeviceSynchronize();
+	for (int i = 0; i < OPS_NEVENT; i++)
+		if (x->ev[i])
+			cudaEventDestroy(E(x, i));
+	for (int i = 0; i < OPS_NSTREAM; i++)
+		if (x->stream[i])
+			cudaStreamDestroy(S(x, i));
+}
+
+void opsg_check(struct ops *x, const char *what)
+{
+	fail(x, what, cudaGetLastError());
+}
+
+void opsg_upload(struct ops *x, void *dst, const void *hsrc, size_t n)
+{
+	fail(x, "upload", cudaMemcpy(dst, hsrc, n, cudaMemcpyHostToDevice));
+}
+
+void opsg_download(struct ops *x, void *hdst, const void *src, size_t n)
+{
+	opsg_sync(x);
+	fail(x, "download", cudaMemcpy(hdst, src, n, cudaMemcpyDeviceToHost));
+}
+
+void opsg_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_t spitch,
+                 size_t width, size_t rows, int s)
+{
+	fail(x, "copy", cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+	                                  cudaMemcpyDeviceToDevice, S(x, s)));
+}
+
+void opsg_memset(struct ops *x, void *dst, int byte, size_t n, int s)
+{
+	fail(x, "memset", cudaMemsetAsync(dst, byte, n, S(x, s)));
+}
+
+void opsg_fill(struct ops *x, float *dst, float v, size_t n, int s)
+{
+	if (n == 0)
+		return;
+	k_fill<<<blocks(n), 256, 0, S(x, s)>>>(dst, v, n);
+	opsg_check(x, "fill");
+}
+
+void opsg_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int type,
+                size_t spitch, size_t width, size_t rows, int s)
+{
+	if (width * rows == 0)
+		return;
+	k_acc2d<<<blocks(width * rows), 256, 0, S(x, s)>>>(dst, dpitch, src, type, spitch, width, rows);
+	opsg_check(x, "accumulate");
+}
+
+void opsg_cast(struct ops *x, void *dst, int type, const float *src, size_t n, int s)
+{
+	if (n == 0)
+		return;
+	k_cast<<<blocks(n), 256, 0, S(x, s)>>>(dst, type, src, n);
+	opsg_check(x, "cast");
+}
+
+void opsg_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
+                int type, int b, int64_t sq, int h, int d, int s)
+{
+	size_t rows = (size_t)b * sq * h;
+
+	if (rows == 0)
+		return;
+	k_merge<<<blocks(rows * 32), 256, 0, S(x, s)>>>(o, lse, op, lsep, type, b, sq, h, d);
+	opsg_check(x, "merge");
+}
+
+void opsg_record(struct ops *x, int ev, int s)
+{
+	fail(x, "event", cudaEventRecord(E(x, ev), S(x, s)));
+}
+
+void opsg_wait(struct ops *x, int t, int ev)
+{
+	fail(x, "event wait", cudaStreamWaitEvent(S(x, t), E(x, ev), 0));
+}
+
+void opsg_sync(struct ops *x)
+{
+	for (int i = 0; i < OPS_NSTREAM; i++)
+		fail(x, "stream", cudaStreamSynchronize(S(x, i)));
+}
+
+double opsg_elapsed(struct ops *x, int e0, int e1)
+{
+	float ms = 0;
+
+	fail(x, "elapsed", cudaEventElapsedTime(&ms, E(x, e0), E(x, e1)));
+	return ms;
+}
+
+}
