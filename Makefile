@@ -83,6 +83,11 @@ endif
 # ---- sources ---------------------------------------------------------------
 LIBSRC  := $(filter-out $(NOT),$(wildcard lib/*.c lib/cp/*.c masks/*.c kernels/*.c kernels/*.cu))
 LIBOBJ  := $(patsubst %,$(B)/%.o,$(LIBSRC))
+# kernels/table.c lists a kernel's symbol only once its file is in the build.
+KERNS   := $(basename $(notdir $(filter kernels/naive.cu kernels/flash.cu kernels/hopper.cu kernels/cudnn.c,$(LIBSRC))))
+KERNDEF := $(shell echo $(KERNS) | tr a-z A-Z)
+CPPFLAGS += $(addprefix -DHAVE_KERN_,$(KERNDEF))
+$(B)/kernels/table.c.o: $(filter kernels/naive.cu kernels/flash.cu kernels/hopper.cu kernels/cudnn.c,$(LIBSRC))
 TOOLS   := seqsample maskgen kbench cpbench
 SCRIPTS := summarize
 BINS    := $(addprefix bin/,$(TOOLS) $(SCRIPTS))
