@@ -80,7 +80,8 @@ int boot_allgather(struct boot *b, const char *key, const void *mine, void *all,
 
 void boot_abort(struct boot *b, int status, const char *msg)
 {
-	fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name, b ? b->rank : 0, msg);
+	if (msg != NULL)
+		fprintf(stderr, "%s: rank %d: %s\n", program_invocation_short_name, b ? b->rank : 0, msg);
 	boot_die(status);
 }
 

@@ -22,7 +22,8 @@ int  boot_init(struct boot *b, char *err, size_t errlen);
 int  boot_bcast(struct boot *b, const char *key, void *buf, size_t n, int root, char *err, size_t errlen);
 /* Every rank's n bytes, in rank order, on every rank (PMIx put/fence/get). */
 int  boot_allgather(struct boot *b, const char *key, const void *mine, void *all, size_t n, char *err, size_t errlen);
-/* Ends the whole job (PMIx_Abort), naming this rank; never returns. */
+/* Ends the whole job (PMIx_Abort), naming this rank; never returns.  msg
+ * NULL: the caller has already said why. */
 void boot_abort(struct boot *b, int status, const char *msg) __attribute__((noreturn));
 void boot_fini(struct boot *b);
 

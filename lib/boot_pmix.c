@@ -241,8 +241,9 @@ void boot_abort(struct boot *b, int status, const char *msg)
 	char m[512];
 
 	snprintf(m, sizeof m, "%s: rank %d (%s): %s", program_invocation_short_name,
-	    b ? b->rank : -1, b ? b->host : "?", msg);
-	fprintf(stderr, "%s\n", m);
+	    b ? b->rank : -1, b ? b->host : "?", msg ? msg : "aborting");
+	if (msg != NULL)
+		fprintf(stderr, "%s\n", m);
 	fflush(stderr);
 	if (b != NULL && b->pmix) {
 		pmix_proc_t wild;

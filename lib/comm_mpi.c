@@ -1,0 +1,209 @@
+/* The comm layer over MPI, on host buffers: the CPU backend that CI runs
+ * under Slurm.  Every call blocks until done, except isendrecv. */
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comm_be.h"
+#include "util.h"
+
+struct mreq {
+	MPI_Request r[2];
+};
+
+static MPI_Comm mc(const struct comm *c)
+{
+	return *(MPI_Comm *)c->impl;
+}
+
+static MPI_Datatype mtype(int type)
+{
+	switch (type) {
+	case CT_BF16: case CT_FP16: return MPI_UINT16_T;   /* moved, never summed */
+	case CT_F32: return MPI_FLOAT;
+	case CT_F64: return MPI_DOUBLE;
+	default: return MPI_BYTE;
+	}
+}
+
+static int fail(const struct comm *c, const char *op, int rc)
+{
+	char s[MPI_MAX_ERROR_STRING];
+	int n = 0;
+
+	MPI_Error_string(rc, s, &n);
+	fprintf(stderr, "%s: rank %d: MPI %s: %s\n", program_invocation_short_name,
+	    c->world->rank, op, s);
+	return -1;
+}
+
+static int count_ok(const struct comm *c, const char *op, size_t count)
+{
+	if (count > INT_MAX) {
+		fprintf(stderr, "%s: rank %d: MPI %s: %zu elements is more than MPI counts\n",
+		    program_invocation_short_name, c->world->rank, op, count);
+		return 0;
+	}
+	return 1;
+}
+
+static int m_init(struct comm *w, char *err, size_t errlen)
+{
+	int inited = 0, got, rc;
+	MPI_Comm *mcw = xmalloc(sizeof *mcw);
+
+	MPI_Initialized(&inited);
+	/* The watchdog thread may call MPI_Abort while this thread is blocked */
+	if (!inited && (rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &got)) != MPI_SUCCESS) {
+		snprintf(err, errlen, "MPI_Init_thread failed (%d)", rc);
+		free(mcw);
+		return -1;
+	}
+	MPI_Comm_dup(MPI_COMM_WORLD, mcw);
+	/* Errors come back as codes, so a failure names its rank before the abort */
+	MPI_Comm_set_errhandler(*mcw, MPI_ERRORS_RETURN);
+	w->impl = mcw;
+	MPI_Comm_rank(*mcw, &w->rank);
+	MPI_Comm_size(*mcw, &w->size);
+	if (w->size != w->boot->size || w->rank != w->boot->rank) {
+		snprintf(err, errlen, "MPI says rank %d of %d, PMIx rank %d of %d",
+		    w->rank, w->size, w->boot->rank, w->boot->size);
+		return -1;
+	}
+	return 0;
+}
+
+static int m_split(struct comm *c, int color, int key, struct comm *out)
+{
+	MPI_Comm n;
+	int rc;
+
+	if ((rc = MPI_Comm_split(mc(c), color < 0 ? MPI_UNDEFINED : color, key, &n)) != MPI_SUCCESS)
+		return fail(c, "Comm_split", rc);
+	if (n == MPI_COMM_NULL)
+		return 0;
+	MPI_Comm_set_errhandler(n, MPI_ERRORS_RETURN);
+	out->impl = xmalloc(sizeof(MPI_Comm));
+	*(MPI_Comm *)out->impl = n;
+	MPI_Comm_rank(n, &out->rank);
+	MPI_Comm_size(n, &out->size);
+	return 0;
+}
+
+static int m_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, int src,
+    size_t count, int type, void *stream, struct comm_req *req)
+{
+	struct mreq *m = xmalloc(sizeof *m);
+	int rc;
+
+	(void)stream;
+	if (!count_ok(c, "sendrecv", count)) {
+		free(m);
+		return -1;
+	}
+	m->r[0] = m->r[1] = MPI_REQUEST_NULL;
+	if (src >= 0 && (rc = MPI_Irecv(rbuf, (int)count, mtype(type), src, 7, mc(c), &m->r[0])) != MPI_SUCCESS) {
+		free(m);
+		return fail(c, "Irecv", rc);
+	}
+	if (dst >= 0 && (rc = MPI_Isend(sbuf, (int)count, mtype(type), dst, 7, mc(c), &m->r[1])) != MPI_SUCCESS) {
+		free(m);
+		return fail(c, "Isend", rc);
+	}
+	req->impl = m;
+	return 0;
+}
+
+static int m_wait(struct comm_req *req, void *stream)
+{
+	struct mreq *m = req->impl;
+	int rc;
+
+	(void)stream;
+	rc = MPI_Waitall(2, m->r, MPI_STATUSES_IGNORE);
+	free(m);
+	return rc == MPI_SUCCESS ? 0 : fail(req->c, "Waitall", rc);
+}
+
+static int m_alltoall(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
+{
+	int rc;
+
+	(void)stream;
+	if (!count_ok(c, "alltoall", count))
+		return -1;
+	rc = MPI_Alltoall(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c));
+	return rc == MPI_SUCCESS ? 0 : fail(c, "Alltoall", rc);
+}
+
+static int m_allgather(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
+{
+	int rc;
+
+	(void)stream;
+	if (!count_ok(c, "allgather", count))
+		return -1;
+	rc = MPI_Allgather(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c));
+	return rc == MPI_SUCCESS ? 0 : fail(c, "Allgather", rc);
+}
+
+static int m_reducescatter(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
+{
+	int rc;
+
+	(void)stream;
+	if (!count_ok(c, "reducescatter", count))
+		return -1;
+	rc = MPI_Reduce_scatter_block(sbuf, rbuf, (int)count, mtype(type), MPI_SUM, mc(c));
+	return rc == MPI_SUCCESS ? 0 : fail(c, "Reduce_scatter_block", rc);
+}
+
+static int m_allreduce(struct comm *c, void *buf, size_t count, int type, int op, void *stream)
+{
+	int rc;
+
+	(void)stream;
+	if (!count_ok(c, "allreduce", count))
+		return -1;
+	rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mtype(type),
+	    op == COMM_MAX ? MPI_MAX : MPI_SUM, mc(c));
+	return rc == MPI_SUCCESS ? 0 : fail(c, "Allreduce", rc);
+}
+
+static int m_barrier(struct comm *c)
+{
+	int rc = MPI_Barrier(mc(c));
+
+	return rc == MPI_SUCCESS ? 0 : fail(c, "Barrier", rc);
+}
+
+static void m_abort(struct comm *c)
+{
+	if (c == c->world)
+		MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void m_free(struct comm *c)
+{
+	MPI_Comm_free(c->impl);
+	free(c->impl);
+	if (c == c->world)
+		MPI_Finalize();
+}
+
+const struct comm_be comm_mpi_be = {
+	.name = "mpi",
+	.init = m_init,
+	.split = m_split,
+	.isendrecv = m_isendrecv,
+	.wait = m_wait,
+	.alltoall = m_alltoall,
+	.allgather = m_allgather,
+	.reducescatter = m_reducescatter,
+	.allreduce = m_allreduce,
+	.barrier = m_barrier,
+	.abort = m_abort,
+	.free = m_free,
+};
