@@ -1,0 +1,71 @@
+/* What the CP strategies share (lib/cp/cp_common.c): the shards every rank
+ * holds, the timing loop, agreement on a status, the --check, mask pieces.
+ * A strategy fills a cp_run with its layout and its passes and calls
+ * cp_drive. */
+#ifndef CP_IMPL_H
+#define CP_IMPL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "cp.h"
+#include "ops.h"
+
+/* The layout: ring member j (of R) holds the zigzag chunks j and 2R-1-j of
+ * 2R equal chunks (the causal work balances, and document masks nearly);
+ * its tokens, in that order, are split into U equal parts, one per Ulysses
+ * rank u.  World rank = j*U + u.  R = 1 is a plain contiguous split.
+ *
+ * Each rank holds its tokens (c = S/(R*U) of them) of every tensor:
+ *   q, o, dout, dq  [b][c][hq][d]      k, v, dk, dv  [b][c][hkv][d]
+ *   lse             float [b][hq][c]
+ * v follows k in one allocation (v = k + b*c*hkv*d elements), dv follows
+ * dk, so K and V move as one buffer. */
+struct cp_run {
+	const struct cp_env *env;
+	const struct cp_job *job;
+	struct cp_result *res;
+	struct ops x;
+	int type;                    /* CT_BF16 or CT_FP16 */
+	size_t es;                   /* its size */
+	int b, hq, hkv, d;
+	int64_t S, c;
+	int U, R;
+	void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+	float *lse;
+	char why[160];               /* a failure on this rank; first one wins */
+
+	void *self;
+	/* Not timed: buffers, groups, plans.  CP_OK, or a status with why. */
+	int  (*setup)(struct cp_run *r);
+	/* One pass over the shards: 0, or -1 with why.  A failing rank still
+	 * does every communication, so that no peer hangs. */
+	int  (*fwd)(struct cp_run *r);
+	int  (*bwd)(struct cp_run *r);
+	void (*fini)(struct cp_run *r);
+};
+
+/* Runs the job: shards, setup, warm-up and timed iterations, the check;
+ * fills res identically on every rank.  Returns res->status. */
+int cp_drive(struct cp_run *r);
+
+/* The global token ranges of a rank in the layout above, adjacent ones
+ * merged: 1 or 2 ranges.  cp_member gives those of ring member j. */
+int cp_ranges(int64_t S, int R, int U, int rank, int64_t rg[2][2]);
+int cp_member(int64_t S, int R, int j, int64_t rg[2][2]);
+
+/* The mask for queries qr[0..nq) concatenated x keys kr[0..nk)
+ * concatenated: pieces of mask_restrict, moved next to each other.  Slice
+ * bodies only when there is more than one range on a side. */
+int cp_piece(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
+             struct mask *out, char *err, size_t errlen);
+
+/* Set why (once) and return -1. */
+int cp_fail(struct cp_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A comm call failed: every rank ends (comm.h's rule: never a hang). */
+void cp_commfail(struct cp_run *r, const char *what) __attribute__((noreturn));
+
+/* The kernel's verdict on a local shape: NULL or why it cannot. */
+const char *cp_kern_check(const struct cp_run *r, const struct attn_shape *s,
+                          const struct mask *m);
+struct attn_shape cp_local_shape(const struct cp_run *r, int64_t sq, int64_t sk, int hq, int hkv);
+
+#endif
