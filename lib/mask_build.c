@@ -1,0 +1,345 @@
+/* Building a mask in memory and checking that it means one thing. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mask.h"
+#include "mask_priv.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static void set_text(struct mask *m, const char *pattern, const char *params)
+{
+	/* strncpy leaves the tail zeroed, so the bytes on disk are canonical */
+	memset(m->pattern, 0, sizeof m->pattern);
+	memset(m->params, 0, sizeof m->params);
+	if (pattern != NULL)
+		strncpy(m->pattern, pattern, sizeof m->pattern - 1);
+	if (params != NULL)
+		strncpy(m->params, params, sizeof m->params - 1);
+}
+
+void mask_init(struct mask *m, int64_t sq, int64_t sk, const char *pattern, const char *params)
+{
+	memset(m, 0, sizeof *m);
+	m->sq = sq;
+	m->sk = sk;
+	m->body = MASK_BODY_SLICES;
+	m->heads = 1;
+	set_text(m, pattern, params);
+}
+
+int mask_add(struct mask *m, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
+{
+	if (m->body != MASK_BODY_SLICES)
+		return -1;
+	if (q0 == q1 || k0 == k1)
+		return 0;
+	if (m->nslices == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 64;
+		struct mask_slice *s;
+		if (cap > SIZE_MAX / sizeof *s ||
+		    (s = realloc(m->slices, cap * sizeof *s)) == NULL)
+			return -1;
+		m->slices = s;
+		m->cap = cap;
+	}
+	m->slices[m->nslices++] = (struct mask_slice){ q0, q1, k0, k1, kind };
+	return 0;
+}
+
+int mask_init_blocks(struct mask *m, int64_t sq, int64_t sk, int heads,
+                     int64_t nqb, const int64_t *qb, int64_t nkb, const int64_t *kb,
+                     const char *pattern, const char *params)
+{
+	uint64_t cells;
+
+	memset(m, 0, sizeof *m);
+	m->sq = sq;
+	m->sk = sk;
+	m->body = MASK_BODY_BLOCKS;
+	m->heads = heads;
+	set_text(m, pattern, params);
+	if (heads < 1 || nqb < 1 || nkb < 1 || nqb >= MASK_MAXSEQ || nkb >= MASK_MAXSEQ)
+		return -1;
+	cells = (uint64_t)nqb * (uint64_t)nkb;
+	if (cells > (SIZE_MAX / 2) / (uint64_t)heads)
+		return -1;
+	cells *= (uint64_t)heads;
+	m->nqb = nqb;
+	m->nkb = nkb;
+	m->qb = malloc((size_t)(nqb + 1) * sizeof *m->qb);
+	m->kb = malloc((size_t)(nkb + 1) * sizeof *m->kb);
+	m->bits = calloc((size_t)((cells + 7) / 8), 1);
+	if (m->qb == NULL || m->kb == NULL || m->bits == NULL) {
+		mask_free(m);
+		return -1;
+	}
+	memcpy(m->qb, qb, (size_t)(nqb + 1) * sizeof *qb);
+	memcpy(m->kb, kb, (size_t)(nkb + 1) * sizeof *kb);
+	return 0;
+}
+
+void mask_setblock(struct mask *m, int head, int64_t i, int64_t j)
+{
+	uint64_t n;
+
+	if (head < 0 || head >= m->heads || i < 0 || i >= m->nqb || j < 0 || j >= m->nkb)
+		return;
+	n = ((uint64_t)head * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb + (uint64_t)j;
+	m->bits[n / 8] |= (uint8_t)(1u << (n % 8));
+}
+
+int mask_getblock(const struct mask *m, int head, int64_t i, int64_t j)
+{
+	uint64_t n;
+
+	if (m->bits == NULL || head < 0 || head >= m->heads || i < 0 || i >= m->nqb ||
+	    j < 0 || j >= m->nkb)
+		return 0;
+	n = ((uint64_t)head * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb + (uint64_t)j;
+	return (m->bits[n / 8] >> (n % 8)) & 1;
+}
+
+void mask_free(struct mask *m)
+{
+	free(m->slices);
+	free(m->qb);
+	free(m->kb);
+	free(m->bits);
+	m->slices = NULL;
+	m->qb = m->kb = NULL;
+	m->bits = NULL;
+	m->nslices = m->cap = 0;
+	m->nqb = m->nkb = 0;
+}
+
+int mask_finish(struct mask *m, char *err, size_t errlen)
+{
+	return mask_check(m, m->body == MASK_BODY_BLOCKS, err, errlen);
+}
+
+/* ---- the disjointness sweep ------------------------------------------------
+ * Rows top to bottom; the slices alive on the current row are kept ordered by
+ * their left edge.  Edges move by 0 or 1 per row and every row interval is
+ * nonempty, so two disjoint slices can never swap places without meeting:
+ * the first pair to meet was adjacent in that order at some event, and every
+ * newly adjacent pair is tested exactly over its whole common life
+ * (Shamos-Hoey with moving intervals). */
+
+struct sweep {
+	const struct mask_slice *s;
+	size_t *act, nact;
+};
+
+static int64_t lo_at(const struct sweep *w, size_t i, int64_t q)
+{
+	return mask_row_lo(&w->s[i], q);
+}
+
+/* first position whose left edge on row q is >= x */
+static size_t find(const struct sweep *w, int64_t q, int64_t x)
+{
+	size_t lo = 0, hi = w->nact;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (lo_at(w, w->act[mid], q) < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct ev { int64_t row; size_t i; };
+
+static int ev_cmp(const void *pa, const void *pb)
+{
+	const struct ev *a = pa, *b = pb;
+
+	if (a->row != b->row) return a->row < b->row ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int meet(const struct sweep *w, size_t a, size_t b, char *err, size_t errlen)
+{
+	size_t x = w->act[a], y = w->act[b];
+
+	if (!mask_slices_meet(&w->s[x], &w->s[y]))
+		return 0;
+	if (x > y) {
+		size_t t = x;
+		x = y;
+		y = t;
+	}
+	return fail(err, errlen, "slices %zu and %zu overlap", x, y);
+}
+
+static int disjoint(const struct mask *m, char *err, size_t errlen)
+{
+	size_t n = m->nslices, nin = 0, nout = 0, a = 0, b = 0;
+	struct ev *in, *out;
+	struct sweep w = { m->slices, NULL, 0 };
+	int rc = 0;
+
+	in = malloc((n + 1) * sizeof *in);
+	out = malloc((n + 1) * sizeof *out);
+	w.act = malloc((n + 1) * sizeof *w.act);
+	if (in == NULL || out == NULL || w.act == NULL) {
+		rc = fail(err, errlen, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int64_t ra, rb;
+		mask_slice_rows(&m->slices[i], &ra, &rb);
+		if (ra < rb) {
+			in[nin++] = (struct ev){ ra, i };
+			out[nout++] = (struct ev){ rb, i };
+		}
+	}
+	qsort(in, nin, sizeof *in, ev_cmp);
+	qsort(out, nout, sizeof *out, ev_cmp);
+	while (a < nin || b < nout) {
+		int64_t r = b < nout && (a >= nin || out[b].row <= in[a].row) ? out[b].row : in[a].row;
+		for (; b < nout && out[b].row == r; b++) {
+			size_t x = out[b].i, p = find(&w, r - 1, lo_at(&w, x, r - 1));
+			while (p < w.nact && w.act[p] != x)     /* cannot happen while disjoint */
+				p++;
+			if (p == w.nact) {
+				rc = fail(err, errlen, "slice %zu: sweep lost it", x);
+				goto done;
+			}
+			memmove(w.act + p, w.act + p + 1, (w.nact - p - 1) * sizeof *w.act);
+			w.nact--;
+			if (p > 0 && p < w.nact && (rc = meet(&w, p - 1, p, err, errlen)) != 0)
+				goto done;
+		}
+		for (; a < nin && in[a].row == r; a++) {
+			size_t x = in[a].i, p = find(&w, r, lo_at(&w, x, r));
+			memmove(w.act + p + 1, w.act + p, (w.nact - p) * sizeof *w.act);
+			w.act[p] = x;
+			w.nact++;
+			if (p > 0 && (rc = meet(&w, p - 1, p, err, errlen)) != 0)
+				goto done;
+			if (p + 1 < w.nact && (rc = meet(&w, p, p + 1, err, errlen)) != 0)
+				goto done;
+		}
+	}
+done:
+	free(in);
+	free(out);
+	free(w.act);
+	return rc;
+}
+
+static int check_slices(struct mask *m, int sorted, char *err, size_t errlen)
+{
+	uint64_t area = 0;
+
+	if (m->heads != 1)
+		return fail(err, errlen, "a slice body has 1 mask head, not %d", m->heads);
+	for (size_t i = 0; i < m->nslices; i++) {
+		const struct mask_slice *s = &m->slices[i];
+		if (s->kind < 0 || s->kind >= MASK_NKINDS)
+			return fail(err, errlen, "slice %zu: unknown kind %d", i, (int)s->kind);
+		if (s->q1 <= s->q0)
+			return fail(err, errlen, "slice %zu: q1 %lld <= q0 %lld", i,
+			    (long long)s->q1, (long long)s->q0);
+		if (s->k1 <= s->k0)
+			return fail(err, errlen, "slice %zu: k1 %lld <= k0 %lld", i,
+			    (long long)s->k1, (long long)s->k0);
+		if (s->q0 < 0 || s->q1 > m->sq)
+			return fail(err, errlen, "slice %zu: q range [%lld,%lld) outside [0,%lld)", i,
+			    (long long)s->q0, (long long)s->q1, (long long)m->sq);
+		if (s->k0 < 0 || s->k1 > m->sk)
+			return fail(err, errlen, "slice %zu: k range [%lld,%lld) outside [0,%lld)", i,
+			    (long long)s->k0, (long long)s->k1, (long long)m->sk);
+	}
+	if (!sorted)
+		qsort(m->slices, m->nslices, sizeof *m->slices, mask_slice_cmp);
+	else
+		for (size_t i = 1; i < m->nslices; i++)
+			if (mask_slice_cmp(&m->slices[i - 1], &m->slices[i]) >= 0)
+				return fail(err, errlen, "slices %zu and %zu out of order", i - 1, i);
+	if (disjoint(m, err, errlen) != 0)
+		return -1;
+	/* disjoint inside sq x sk < 2^64 pairs: the sum cannot wrap */
+	for (size_t i = 0; i < m->nslices; i++)
+		area += mask_slice_area(&m->slices[i]);
+	m->area = area;
+	return 0;
+}
+
+static int check_bounds(const int64_t *b, int64_t n, int64_t s, const char *what,
+                        char *err, size_t errlen)
+{
+	if (n < 1 || n > s)
+		return fail(err, errlen, "%lld %s blocks for %lld tokens", (long long)n, what, (long long)s);
+	if (b[0] != 0)
+		return fail(err, errlen, "first %s block boundary %lld, not 0", what, (long long)b[0]);
+	for (int64_t i = 1; i <= n; i++)
+		if (b[i] <= b[i - 1])
+			return fail(err, errlen, "%s block boundaries %lld and %lld not increasing",
+			    what, (long long)(i - 1), (long long)i);
+	if (b[n] != s)
+		return fail(err, errlen, "last %s block boundary %lld, not %lld", what,
+		    (long long)b[n], (long long)s);
+	return 0;
+}
+
+static int check_blocks(struct mask *m, char *err, size_t errlen)
+{
+	uint64_t area = 0, n = 0;
+
+	if (m->heads < 1)
+		return fail(err, errlen, "%d mask heads", m->heads);
+	if (check_bounds(m->qb, m->nqb, m->sq, "q", err, errlen) != 0 ||
+	    check_bounds(m->kb, m->nkb, m->sk, "k", err, errlen) != 0)
+		return -1;
+	for (int h = 0; h < m->heads; h++)
+		for (int64_t i = 0; i < m->nqb; i++) {
+			uint64_t rowk = 0, row;
+			for (int64_t j = 0; j < m->nkb; j++, n++) {
+				/* whole zero bytes are the common case in sparse masks */
+				if ((n & 7) == 0 && j + 8 <= m->nkb && m->bits[n / 8] == 0) {
+					j += 7;
+					n += 7;
+					continue;
+				}
+				if ((m->bits[n / 8] >> (n % 8)) & 1)
+					rowk += (uint64_t)(m->kb[j + 1] - m->kb[j]);
+			}
+			row = rowk * (uint64_t)(m->qb[i + 1] - m->qb[i]);
+			if (__builtin_add_overflow(area, row, &area))
+				return fail(err, errlen, "area over all heads overflows 64 bits");
+		}
+	m->area = area;
+	return 0;
+}
+
+int mask_check(struct mask *m, int sorted, char *err, size_t errlen)
+{
+	if (m->sq < 1 || m->sk < 1)
+		return fail(err, errlen, "seqlen %lld x %lld: must be at least 1",
+		    (long long)m->sq, (long long)m->sk);
+	if (m->sq >= MASK_MAXSEQ || m->sk >= MASK_MAXSEQ)
+		return fail(err, errlen, "seqlen %lld x %lld: must be below 2^32",
+		    (long long)m->sq, (long long)m->sk);
+	if (m->body == MASK_BODY_SLICES)
+		return check_slices(m, sorted, err, errlen);
+	if (m->body == MASK_BODY_BLOCKS)
+		return check_blocks(m, err, errlen);
+	return fail(err, errlen, "unknown body kind %d", (int)m->body);
+}

@@ -1,0 +1,45 @@
+/* Inside the mask library: the row geometry of a slice and the exact
+ * clipping that restrict, the plan and the checks share.  Not for tools. */
+#ifndef MASK_PRIV_H
+#define MASK_PRIV_H
+#include <stddef.h>
+#include <stdint.h>
+#include "mask.h"
+
+/* Row q of slice s (q0 <= q < q1) allows k in [mask_row_lo, mask_row_hi);
+ * empty when lo >= hi.  Both move by 0 or 1 per row. */
+static inline int64_t mask_row_lo(const struct mask_slice *s, int64_t q)
+{
+	if (s->kind == MASK_INVCAUSAL || s->kind == MASK_BICAUSAL)
+		return q + s->k0 - s->q0;
+	return s->k0;
+}
+
+static inline int64_t mask_row_hi(const struct mask_slice *s, int64_t q)
+{
+	if (s->kind == MASK_CAUSAL || s->kind == MASK_BICAUSAL)
+		return q + s->k1 - s->q1 + 1;
+	return s->k1;
+}
+
+/* The rows [*ra,*rb) of s that allow something; *ra == *rb if none. */
+void mask_slice_rows(const struct mask_slice *s, int64_t *ra, int64_t *rb);
+
+/* The part of s inside [Q0,Q1) x [K0,K1) as at most 3 slices in the same
+ * coordinates, each obeying the FFA rules, none empty.  Returns the count. */
+int mask_clip(const struct mask_slice *s, int64_t Q0, int64_t Q1, int64_t K0, int64_t K1,
+              struct mask_slice out[3]);
+/* Allowed pairs of s inside the rectangle, in closed form. */
+uint64_t mask_clip_area(const struct mask_slice *s, int64_t Q0, int64_t Q1, int64_t K0, int64_t K1);
+
+/* Whether a and b allow a common pair (exact). */
+int mask_slices_meet(const struct mask_slice *a, const struct mask_slice *b);
+
+/* Validate a finished body and compute m->area.  sorted: the slices must
+ * already be in order (a file); otherwise they are sorted first. */
+int mask_check(struct mask *m, int sorted, char *err, size_t errlen);
+
+/* Order of slices: q0, k0, then the rest, so the order is total. */
+int mask_slice_cmp(const void *a, const void *b);
+
+#endif

@@ -1,0 +1,403 @@
+/* Compiling a mask into a tile plan.  Per q-tile row (a band of bq query
+ * rows) every piece that touches the band is reduced to a run of k-tiles it
+ * covers wholly on its rows plus a few edge tiles whose share is the exact
+ * clipped area; a sweep over those events then sums the shares per tile, so
+ * a tile is full iff the shares add up to its area.  Work is O(pieces per
+ * band + output): a full or causal mask costs one run per row. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "mask_priv.h"
+
+enum { EV_END, EV_START, EV_TILE };
+
+struct ev {
+	int64_t tile;
+	int type;
+	int32_t pi;            /* piece */
+	uint64_t amount;       /* EV_TILE: pairs; runs: rows */
+};
+
+struct pb {
+	struct plan *p;
+	const struct mask *m;
+	int64_t bq, bk;
+	/* the pieces of the band */
+	struct mask_slice *pc;
+	size_t npc, cappc;
+	struct ev *ev;
+	size_t nev, capev;
+	/* the runs alive during the sweep */
+	int32_t *act;
+	uint64_t *actrows;
+	size_t nact;
+	int32_t *ids;            /* cut set being built */
+	int32_t *lastids;        /* cut set of the last partial entry of the row */
+	size_t nlast;
+	int32_t rowstart;        /* first entry of the current row */
+	size_t capent, capcut, capids;
+	int oom;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* grow *pp to hold n+1 items of size sz */
+static int grow(void *pp, size_t *cap, size_t n, size_t sz)
+{
+	void **p = pp, *q;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? *cap * 2 : 256;
+	if (c > SIZE_MAX / sz || (q = realloc(*p, c * sz)) == NULL)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static void add_piece(struct pb *b, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
+{
+	if (grow(&b->pc, &b->cappc, b->npc, sizeof *b->pc) != 0) {
+		b->oom = 1;
+		return;
+	}
+	b->pc[b->npc++] = (struct mask_slice){ q0, q1, k0, k1, kind };
+}
+
+static void add_ev(struct pb *b, int64_t tile, int type, int32_t pi, uint64_t amount)
+{
+	if (grow(&b->ev, &b->capev, b->nev, sizeof *b->ev) != 0) {
+		b->oom = 1;
+		return;
+	}
+	b->ev[b->nev++] = (struct ev){ tile, type, pi, amount };
+}
+
+static int ev_cmp(const void *pa, const void *pb)
+{
+	const struct ev *a = pa, *b = pb;
+
+	if (a->tile != b->tile) return a->tile < b->tile ? -1 : 1;
+	if (a->type != b->type) return a->type < b->type ? -1 : 1;
+	return a->pi < b->pi ? -1 : a->pi > b->pi;
+}
+
+static int id_cmp(const void *pa, const void *pb)
+{
+	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+static int64_t kwidth(const struct pb *b, int64_t t)
+{
+	int64_t e = (t + 1) * b->bk;
+	return (e < b->m->sk ? e : b->m->sk) - t * b->bk;
+}
+
+static struct plan_ent *new_ent(struct pb *b)
+{
+	struct plan *p = b->p;
+
+	if (p->nent == INT32_MAX || grow(&p->ent, &b->capent, (size_t)p->nent, sizeof *p->ent) != 0) {
+		b->oom = 1;
+		return NULL;
+	}
+	return &p->ent[p->nent++];
+}
+
+static void emit_full(struct pb *b, int64_t t0, int64_t t1, int64_t rows)
+{
+	struct plan *p = b->p;
+	struct plan_ent *e;
+
+	p->ntiles_full += t1 - t0;
+	p->area += (uint64_t)rows * (uint64_t)(kwidth(b, t1 - 1) + (t1 - 1 - t0) * b->bk);
+	if (p->nent > b->rowstart) {
+		e = &p->ent[p->nent - 1];
+		if (e->ncut == 0 && e->t1 == t0) {
+			e->t1 = (int32_t)t1;
+			return;
+		}
+	}
+	if ((e = new_ent(b)) != NULL)
+		*e = (struct plan_ent){ (int32_t)t0, (int32_t)t1, 0, 0 };
+}
+
+/* A partial tile whose cuts are the pieces ids[0..n); a run of tiles with
+ * the same pieces shares one copy of the cuts. */
+static void emit_partial(struct pb *b, int64_t t, size_t n, uint64_t area)
+{
+	struct plan *p = b->p;
+	struct plan_ent *e;
+	int32_t cut0;
+
+	p->ntiles_partial++;
+	p->area += area;
+	qsort(b->ids, n, sizeof *b->ids, id_cmp);
+	if (p->nent > b->rowstart && p->ent[p->nent - 1].ncut > 0 && b->nlast == n &&
+	    memcmp(b->lastids, b->ids, n * sizeof *b->ids) == 0) {
+		cut0 = p->ent[p->nent - 1].cut0;
+	} else {
+		if ((size_t)p->ncut + n > INT32_MAX ||
+		    grow(&p->cut, &b->capcut, (size_t)p->ncut + n, sizeof *p->cut) != 0) {
+			b->oom = 1;
+			return;
+		}
+		cut0 = p->ncut;
+		for (size_t i = 0; i < n; i++) {
+			const struct mask_slice *s = &b->pc[b->ids[i]];
+			p->cut[p->ncut++] = (struct plan_cut){ (int32_t)s->q0, (int32_t)s->q1,
+			    (int32_t)s->k0, (int32_t)s->k1, s->kind };
+		}
+		memcpy(b->lastids, b->ids, n * sizeof *b->ids);
+		b->nlast = n;
+	}
+	if ((e = new_ent(b)) != NULL)
+		*e = (struct plan_ent){ (int32_t)t, (int32_t)t + 1, cut0, (int32_t)n };
+}
+
+/* tiles [x,y) touched by the live runs alone */
+static void stretch(struct pb *b, int64_t x, int64_t y, uint64_t sumrows, int64_t bandrows)
+{
+	if (x >= y || b->nact == 0)
+		return;
+	if (sumrows == (uint64_t)bandrows) {
+		emit_full(b, x, y, bandrows);
+		return;
+	}
+	for (int64_t t = x; t < y && !b->oom; t++) {
+		memcpy(b->ids, b->act, b->nact * sizeof *b->ids);
+		emit_partial(b, t, b->nact, sumrows * (uint64_t)kwidth(b, t));
+	}
+}
+
+static void band(struct pb *b, int64_t Q0, int64_t Q1)
+{
+	int64_t bk = b->bk, sk = b->m->sk, nkt = b->p->nkt, bandrows = Q1 - Q0;
+	uint64_t sumrows = 0;
+	int64_t prev = 0;
+
+	b->nev = 0;
+	for (size_t i = 0; i < b->npc; i++) {
+		const struct mask_slice *s = &b->pc[i];
+		int64_t ra, rb, u0, u1, i0, i1, ta, tb, ia, ib;
+		mask_slice_rows(s, &ra, &rb);
+		if (ra < Q0) ra = Q0;
+		if (rb > Q1) rb = Q1;
+		if (ra >= rb)
+			continue;
+		/* edges move right as rows go down */
+		u0 = mask_row_lo(s, ra);
+		u1 = mask_row_hi(s, rb - 1);
+		i0 = mask_row_lo(s, rb - 1);
+		i1 = mask_row_hi(s, ra);
+		ta = u0 / bk;
+		tb = (u1 - 1) / bk + 1;
+		ia = (i0 + bk - 1) / bk;
+		ib = i1 >= sk ? nkt : i1 / bk;
+		if (i0 >= i1 || ia >= ib)
+			ia = ib = tb;
+		if (ia < ib) {
+			add_ev(b, ia, EV_START, (int32_t)i, (uint64_t)(rb - ra));
+			add_ev(b, ib, EV_END, (int32_t)i, (uint64_t)(rb - ra));
+		}
+		for (int64_t t = ta; t < tb; t++) {
+			uint64_t a;
+			if (t == ia) {
+				t = ib - 1;
+				continue;
+			}
+			a = mask_clip_area(s, Q0, Q1, t * bk, t * bk + kwidth(b, t));
+			if (a > 0)
+				add_ev(b, t, EV_TILE, (int32_t)i, a);
+		}
+	}
+	if (b->npc >= b->capids) {
+		size_t c = b->npc + 1 > 2 * b->capids ? b->npc + 1 : 2 * b->capids;
+		int32_t *x = realloc(b->act, c * sizeof *x), *y, *z;
+		if (x != NULL)
+			b->act = x;
+		y = realloc(b->ids, c * sizeof *y);
+		if (y != NULL)
+			b->ids = y;
+		z = realloc(b->lastids, c * sizeof *z);
+		if (z != NULL)
+			b->lastids = z;
+		if (x == NULL || y == NULL || z == NULL)
+			b->oom = 1;
+		else
+			b->capids = c;
+	}
+	if (b->oom)
+		return;
+	qsort(b->ev, b->nev, sizeof *b->ev, ev_cmp);
+	b->nact = 0;
+	b->nlast = 0;
+	for (size_t e = 0; e < b->nev && !b->oom;) {
+		int64_t t = b->ev[e].tile;
+		stretch(b, prev, t, sumrows, bandrows);
+		for (; e < b->nev && b->ev[e].tile == t && b->ev[e].type == EV_END; e++) {
+			for (size_t j = 0; j < b->nact; j++)
+				if (b->act[j] == b->ev[e].pi) {
+					b->act[j] = b->act[--b->nact];
+					break;
+				}
+			sumrows -= b->ev[e].amount;
+		}
+		for (; e < b->nev && b->ev[e].tile == t && b->ev[e].type == EV_START; e++) {
+			b->act[b->nact++] = b->ev[e].pi;
+			sumrows += b->ev[e].amount;
+		}
+		prev = t;
+		if (e < b->nev && b->ev[e].tile == t) {
+			uint64_t area = sumrows * (uint64_t)kwidth(b, t);
+			size_t n = b->nact;
+			memcpy(b->ids, b->act, n * sizeof *b->ids);
+			for (; e < b->nev && b->ev[e].tile == t; e++) {
+				b->ids[n++] = b->ev[e].pi;
+				area += b->ev[e].amount;
+			}
+			if (area == (uint64_t)bandrows * (uint64_t)kwidth(b, t))
+				emit_full(b, t, t + 1, bandrows);
+			else if (area > 0)
+				emit_partial(b, t, n, area);
+			prev = t + 1;
+		}
+	}
+}
+
+/* The slices of a block row as full pieces, kept cells merged along k. */
+static void block_pieces(struct pb *b, int h, int64_t i)
+{
+	const struct mask *m = b->m;
+	uint64_t n = ((uint64_t)h * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb;
+	int64_t j0 = -1;
+
+	for (int64_t j = 0; j <= m->nkb; j++, n++) {
+		int on = 0;
+		if (j < m->nkb) {
+			if ((n & 7) == 0 && j + 8 <= m->nkb && m->bits[n / 8] == 0 && j0 < 0) {
+				j += 7;
+				n += 7;
+				continue;
+			}
+			on = (m->bits[n / 8] >> (n % 8)) & 1;
+		}
+		if (on && j0 < 0)
+			j0 = j;
+		else if (!on && j0 >= 0) {
+			add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[j], MASK_FULL);
+			j0 = -1;
+		}
+	}
+}
+
+void plan_free(struct plan *p)
+{
+	free(p->row);
+	free(p->ent);
+	free(p->cut);
+	memset(p, 0, sizeof *p);
+}
+
+int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, size_t errlen)
+{
+	struct pb b;
+	int64_t nqt, nkt, nrows;
+	size_t nx = 0;
+	int rc = 0;
+
+	memset(p, 0, sizeof *p);
+	if (bq < 1 || bk < 1)
+		return fail(err, errlen, "tile %d x %d: must be at least 1 x 1", bq, bk);
+	if (m->sq >= ((int64_t)1 << 31) || m->sk >= ((int64_t)1 << 31))
+		return fail(err, errlen, "seqlen %lld x %lld: a plan needs seqlen below 2^31",
+		    (long long)m->sq, (long long)m->sk);
+	if (m->sq < 1 || m->sk < 1 || m->heads < 1)
+		return fail(err, errlen, "empty mask");
+	nqt = (m->sq + bq - 1) / bq;
+	nkt = (m->sk + bk - 1) / bk;
+	nrows = nqt * m->heads;
+	if (nrows >= INT32_MAX)
+		return fail(err, errlen, "%d heads x %lld q-tiles: too many rows for a plan",
+		    m->heads, (long long)nqt);
+	memset(&b, 0, sizeof b);
+	b.p = p;
+	b.m = m;
+	b.bq = bq;
+	b.bk = bk;
+	p->bq = bq;
+	p->bk = bk;
+	p->sq = (int32_t)m->sq;
+	p->sk = (int32_t)m->sk;
+	p->nqt = (int32_t)nqt;
+	p->nkt = (int32_t)nkt;
+	p->heads = m->heads;
+	p->nrows = (int32_t)nrows;
+	p->row = malloc((size_t)(nrows + 1) * sizeof *p->row);
+	if (p->row == NULL)
+		b.oom = 1;
+	for (int h = 0; h < m->heads && !b.oom; h++) {
+		int64_t bi = 0;      /* first block row that may touch the band */
+		size_t live = 0;     /* slices kept in b.pc from earlier bands */
+		nx = 0;
+		b.npc = 0;
+		for (int64_t r = 0; r < nqt && !b.oom; r++) {
+			int64_t Q0 = r * bq, Q1 = Q0 + bq < m->sq ? Q0 + bq : m->sq;
+			p->row[h * nqt + r] = p->nent;
+			b.rowstart = p->nent;
+			if (m->body == MASK_BODY_SLICES) {
+				/* keep the slices still alive, then take the new ones */
+				size_t k = 0;
+				for (size_t i = 0; i < live; i++)
+					if (b.pc[i].q1 > Q0)
+						b.pc[k++] = b.pc[i];
+				b.npc = k;
+				for (; nx < m->nslices && m->slices[nx].q0 < Q1; nx++) {
+					const struct mask_slice *s = &m->slices[nx];
+					add_piece(&b, s->q0, s->q1, s->k0, s->k1, s->kind);
+				}
+				live = b.npc;
+			} else {
+				b.npc = 0;
+				while (m->qb[bi + 1] <= Q0)
+					bi++;
+				for (int64_t i = bi; i < m->nqb && m->qb[i] < Q1; i++)
+					block_pieces(&b, h, i);
+			}
+			if (!b.oom)
+				band(&b, Q0, Q1);
+		}
+	}
+	if (!b.oom)
+		p->row[nrows] = p->nent;
+	if (b.oom) {
+		plan_free(p);
+		rc = fail(err, errlen, "out of memory (or more than 2^31 plan entries)");
+	} else if (p->area != m->area) {
+		rc = fail(err, errlen, "plan area %llu != mask area %llu",
+		    (unsigned long long)p->area, (unsigned long long)m->area);
+		plan_free(p);
+	}
+	free(b.pc);
+	free(b.ev);
+	free(b.act);
+	free(b.ids);
+	free(b.lastids);
+	return rc;
+}
