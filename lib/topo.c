@@ -22,7 +22,7 @@ int topo_setup(const struct boot *b, int gpu, struct topo *t, char *err, size_t 
 		cudaError_t e;
 
 		if ((e = cudaGetDeviceCount(&t->ngpus)) != cudaSuccess || t->ngpus == 0) {
-			snprintf(err, errlen, "rank %d: no CUDA device (%s)", b->rank,
+			snprintf(err, errlen, "no CUDA device (%s)",
 			    e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
 			return -1;
 		}
@@ -30,14 +30,14 @@ int topo_setup(const struct boot *b, int gpu, struct topo *t, char *err, size_t 
 		 * every local rank takes device 0 */
 		t->gpu = b->local_rank % t->ngpus;
 		if ((e = cudaSetDevice(t->gpu)) != cudaSuccess) {
-			snprintf(err, errlen, "rank %d: cudaSetDevice %d: %s", b->rank, t->gpu,
+			snprintf(err, errlen, "cudaSetDevice %d: %s", t->gpu,
 			    cudaGetErrorString(e));
 			return -1;
 		}
 		if (cudaDeviceGetPCIBusId(t->bus, sizeof t->bus, t->gpu) != cudaSuccess)
 			strcpy(t->bus, "?");
 #else
-		snprintf(err, errlen, "rank %d: no CUDA in this build", b->rank);
+		snprintf(err, errlen, "no CUDA in this build");
 		return -1;
 #endif
 	}

@@ -108,7 +108,7 @@ int topo_bind(const struct boot *b, struct topo *t, char *err, size_t errlen)
 		snprintf(t->how, sizeof t->how, "share %d/%d of %d cores", lr, ls, n);
 	}
 	if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == -1) {
-		snprintf(err, errlen, "rank %d: hwloc_set_cpubind: %s", b->rank, strerror(errno));
+		snprintf(err, errlen, "hwloc_set_cpubind: %s", strerror(errno));
 		goto out;
 	}
 	hwloc_bitmap_list_snprintf(t->cpus, sizeof t->cpus, set);
