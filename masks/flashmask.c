@@ -104,7 +104,7 @@ int pat_hash_sparse(struct mask *m, const struct pattern_args *a, char *err, siz
  * keys are never evicted (e = S).  Allowed iff k <= q < e(k). */
 int pat_random_eviction(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t s = a->s, r = a->startrow == PAT_UNSET ? s / 2 : a->startrow, *e, run = 0;
+	int64_t s = a->s, r = a->startrow == PAT_UNSET ? (s > 1 ? s / 2 : 1) : a->startrow, *e, run = 0;
 	uint32_t *pool;
 
 	if (r < 1 || r > s) {
