@@ -48,6 +48,12 @@ int cp_ranges(int64_t S, int R, int U, int rank, int64_t rg[2][2])
 	int j = rank / U, u = rank % U, n = 0;
 	int64_t a = (int64_t)u * c, e = a + c;
 
+	if (R == 1) {
+		rg[0][0] = a;
+		rg[0][1] = e;
+		return 1;
+	}
+
 	if (a < h) {
 		rg[n][0] = (int64_t)j * h + a;
 		rg[n][1] = (int64_t)j * h + (e < h ? e : h);
@@ -488,10 +494,12 @@ int cp_drive(struct cp_run *r)
 			ops_upload(&r->x, r->dout, h, nq * r->es);
 		}
 		free(h);
-		st = r->setup(r);
 	}
-	st = agree(r, &sc, st);
-	if (st != CP_OK)
+	/* Setup splits groups, collectively: every rank must get there. */
+	if ((st = agree(r, &sc, st)) != CP_OK)
+		goto out;
+	st = r->setup(r);
+	if ((st = agree(r, &sc, st)) != CP_OK)
 		goto out;
 
 	t = xcalloc(job->iters + 1, sizeof *t);

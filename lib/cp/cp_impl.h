@@ -47,6 +47,11 @@ struct cp_run {
  * fills res identically on every rank.  Returns res->status. */
 int cp_drive(struct cp_run *r);
 
+/* Ulysses over U ranks x a double ring of R members in windows of W
+ * (lib/cp/cp_hybrid.c): ulysses, ring_p2p, usp and loongtrain. */
+int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_result *res,
+              int U, int R, int W);
+
 /* The global token ranges of a rank in the layout above, adjacent ones
  * merged: 1 or 2 ranges.  cp_member gives those of ring member j. */
 int cp_ranges(int64_t S, int R, int U, int rank, int64_t rg[2][2]);

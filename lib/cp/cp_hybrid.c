@@ -1,0 +1,597 @@
+/* Ulysses x double ring: the engine behind ulysses, ring_p2p, usp and
+ * loongtrain, which differ only in their degrees.
+ *
+ * U ranks (a node's worth, consecutive world ranks) swap sequence shards
+ * for head shards by all-to-all; the R ring members of each head shard then
+ * run ring attention over the zigzag layout (cp_impl.h).  The ring is a
+ * double ring (LoongTrain): an inner ring over windows of W members, an
+ * outer ring of Ro = R/W windows; K/V for the next outer step travel while
+ * the inner ring computes.  W = R is the plain ring, R = 1 plain Ulysses.
+ *
+ * Forward: partial (o, lse) of each visiting K/V merge by LSE into fp32.
+ * Backward: dK/dV accumulate in fp32 and travel with their K/V around the
+ * inner ring and home; window totals travel the outer ring likewise.
+ *
+ * Streams: 0 computes and does the all-to-alls, 1 carries the inner ring,
+ * 2 the outer ring; events order a buffer's reuse across them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_impl.h"
+#include "util.h"
+
+enum { EV_C = 2, EV_I, EV_D, EV_F, EV_J1, EV_J2 };
+
+struct hyb {
+	int U, R, W, Ro;
+	int u, j, wi, wo;
+	struct comm *uc, *ic, *oc;
+	int hql, hkl, repl;
+	int64_t Sl;                     /* tokens per ring member, U*c */
+	size_t nql, nkl, nll;           /* elements: q-like, one of K/V, lse */
+	int own;                        /* local tensors are ours (U > 1) */
+	void *ql, *kvl, *ol, *doutl, *dql, *dkvl;
+	float *lsel;
+	void *sb, *rb;                  /* all-to-all staging */
+	float *ftmp;                    /* replicated KV heads' gradients, summed */
+	void *ib[2], *ob[2];            /* inner and outer K/V receive buffers */
+	void *otmp, *dqtmp, *dkvtmp;
+	float *ltmp, *oacc, *lacc, *dqacc, *di[2], *dob[2];
+	struct mask *piece;
+	void **kst;
+	const struct kern_ops *kern;
+};
+
+static void *A(struct cp_run *r, size_t n, int *bad)
+{
+	void *p = ops_alloc(&r->x, n);
+
+	if (p == NULL)
+		*bad = 1;
+	return p;
+}
+
+/* The first kv head that Ulysses rank i's q heads read. */
+static int kvh0(const struct cp_run *r, const struct hyb *h, int i)
+{
+	return i * h->hql / (r->hq / r->hkv);
+}
+
+/* Sequence shards [t][b][c][H][d] -> head shards [t][b][Sl][Hl][d]. */
+static void a2a_in(struct cp_run *r, struct hyb *h, const void *x, int H, int Hl, int kv,
+                   int nt, void *out)
+{
+	size_t es = r->es, c = r->c, d = r->d, b = r->b;
+	size_t blk = b * c * Hl * d, ns = b * c * H * d, nl = b * h->Sl * Hl * d;
+
+	for (int i = 0; i < h->U; i++) {
+		int h0 = kv ? kvh0(r, h, i) : i * Hl;
+		for (int t = 0; t < nt; t++)
+			ops_copy2d(&r->x, (char *)h->sb + ((size_t)i * nt + t) * blk * es, Hl * d * es,
+			           (const char *)x + (t * ns + h0 * d) * es, H * d * es, Hl * d * es, b * c, 0);
+	}
+	if (comm_alltoall(h->uc, h->sb, h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
+		cp_commfail(r, "all-to-all");
+	for (int j = 0; j < h->U; j++)
+		for (int t = 0; t < nt; t++)
+			ops_copy2d(&r->x, (char *)out + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
+			           (const char *)h->rb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
+			           c * Hl * d * es, b, 0);
+}
+
+/* Head shards back to sequence shards; replicated KV heads' gradients
+ * (several ranks computed the same head) are summed in fp32. */
+static void a2a_out(struct cp_run *r, struct hyb *h, const void *in, int H, int Hl, int kv,
+                    int nt, void *out)
+{
+	size_t es = r->es, c = r->c, d = r->d, b = r->b;
+	size_t blk = b * c * Hl * d, ns = b * c * H * d, nl = b * h->Sl * Hl * d;
+
+	for (int j = 0; j < h->U; j++)
+		for (int t = 0; t < nt; t++)
+			ops_copy2d(&r->x, (char *)h->sb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
+			           (const char *)in + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
+			           c * Hl * d * es, b, 0);
+	if (comm_alltoall(h->uc, h->sb, h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
+		cp_commfail(r, "all-to-all");
+	if (kv && h->repl) {
+		ops_zero(&r->x, h->ftmp, nt * ns * sizeof(float), 0);
+		for (int i = 0; i < h->U; i++)
+			for (int t = 0; t < nt; t++)
+				ops_acc2d(&r->x, h->ftmp + t * ns + kvh0(r, h, i) * d, H * d,
+				          (const char *)h->rb + ((size_t)i * nt + t) * blk * es, r->type,
+				          Hl * d, Hl * d, b * c, 0);
+		ops_cast(&r->x, out, r->type, h->ftmp, nt * ns, 0);
+		return;
+	}
+	for (int i = 0; i < h->U; i++) {
+		int h0 = kv ? kvh0(r, h, i) : i * Hl;
+		for (int t = 0; t < nt; t++)
+			ops_copy2d(&r->x, (char *)out + (t * ns + h0 * d) * es, H * d * es,
+			           (const char *)h->rb + ((size_t)i * nt + t) * blk * es, Hl * d * es,
+			           Hl * d * es, b * c, 0);
+	}
+}
+
+/* lse [b][hql][Sl] -> [b][hq][c]. */
+static void lse_out(struct cp_run *r, struct hyb *h)
+{
+	size_t c = r->c, b = r->b, hl = h->hql, blk = b * hl * c;
+
+	for (int j = 0; j < h->U; j++)
+		ops_copy2d(&r->x, (float *)h->sb + j * blk, c * 4, h->lsel + j * c, h->Sl * 4, c * 4, b * hl, 0);
+	if (comm_alltoall(h->uc, h->sb, h->rb, blk, CT_F32, r->x.stream[0]) < 0)
+		cp_commfail(r, "all-to-all");
+	for (int i = 0; i < h->U; i++)
+		ops_copy2d(&r->x, r->lse + i * hl * c, r->hq * c * 4, (float *)h->rb + i * blk,
+		           hl * c * 4, hl * c * 4, b, 0);
+}
+
+static int kfwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *o, float *lse)
+{
+	struct attn_io io = { 0 };
+
+	io.q = h->ql;
+	io.k = (void *)kv;
+	io.v = (char *)kv + h->nkl * r->es;
+	io.o = o;
+	io.lse = lse;
+	io.stream = r->x.stream[0];
+	if (h->kern->fwd(h->kst[src], &io) != KERN_OK)
+		return cp_fail(r, "kernel %s: forward failed", h->kern->name);
+	return 0;
+}
+
+static int kbwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *dq, void *dkv)
+{
+	struct attn_io io = { 0 };
+
+	io.q = h->ql;
+	io.k = (void *)kv;
+	io.v = (char *)kv + h->nkl * r->es;
+	io.o = h->ol;
+	io.lse = h->lsel;
+	io.dout = h->doutl;
+	io.dq = dq;
+	io.dk = dkv;
+	io.dv = (char *)dkv + h->nkl * r->es;
+	io.stream = r->x.stream[0];
+	if (h->kern->bwd(h->kst[src], &io) != KERN_OK)
+		return cp_fail(r, "kernel %s: backward failed", h->kern->name);
+	return 0;
+}
+
+/* Streams 1 and 2 start after what stream 0 did before the pass ... */
+static void fork3(struct ops *x)
+{
+	ops_record(x, EV_F, 0);
+	ops_wait(x, 1, EV_F);
+	ops_wait(x, 2, EV_F);
+}
+
+/* ... and stream 0 ends after them, so the pass's timing covers them. */
+static void join3(struct ops *x)
+{
+	ops_record(x, EV_J1, 1);
+	ops_record(x, EV_J2, 2);
+	ops_wait(x, 0, EV_J1);
+	ops_wait(x, 0, EV_J2);
+}
+
+static int src_of(const struct hyb *h, int t, int s)
+{
+	return (h->wo - t + h->Ro) % h->Ro * h->W + (h->wi - s + h->W) % h->W;
+}
+
+static void send_kv(struct cp_run *r, struct comm *c, int n, int me, const void *cur, void *next,
+                    int stream, struct comm_req **req)
+{
+	struct hyb *h = r->self;
+
+	if (comm_isendrecv(c, cur, (me + 1) % n, next, (me - 1 + n) % n, 2 * h->nkl, r->type,
+	                   r->x.stream[stream], req) < 0)
+		cp_commfail(r, "ring send/receive");
+}
+
+static void wait_req(struct cp_run *r, struct comm_req *q)
+{
+	if (comm_wait(q, r->x.stream[0]) < 0)
+		cp_commfail(r, "ring wait");
+}
+
+/* After the outer K/V have arrived: every stream may use them, and the
+ * outer stream may overwrite what this step read. */
+static void outer_step(struct ops *x)
+{
+	ops_record(x, EV_C, 0);
+	ops_wait(x, 1, EV_C);
+	ops_wait(x, 2, EV_C);
+	ops_wait(x, 2, EV_I);
+}
+
+static int ring_fwd(struct cp_run *r, struct hyb *h)
+{
+	struct ops *x = &r->x;
+	void *ocur = h->kvl;
+	int rc = 0;
+
+	if (h->R == 1) {
+		if (h->kst[0])
+			return kfwd(r, h, 0, h->kvl, h->ol, h->lsel);
+		ops_zero(x, h->ol, h->nql * r->es, 0);
+		ops_fill(x, h->lsel, -INFINITY, h->nll, 0);
+		return 0;
+	}
+	fork3(x);
+	ops_zero(x, h->oacc, h->nql * sizeof(float), 0);
+	ops_fill(x, h->lacc, -INFINITY, h->nll, 0);
+	for (int t = 0; t < h->Ro; t++) {
+		struct comm_req *oreq = NULL;
+		void *icur = ocur;
+
+		if (t < h->Ro - 1)
+			send_kv(r, h->oc, h->Ro, h->wo, ocur, h->ob[t % 2], 2, &oreq);
+		for (int s = 0; s < h->W; s++) {
+			struct comm_req *ireq = NULL;
+			int src = src_of(h, t, s);
+
+			if (s < h->W - 1) {
+				ops_wait(x, 1, EV_C);
+				send_kv(r, h->ic, h->W, h->wi, icur, h->ib[s % 2], 1, &ireq);
+			}
+			if (h->kst[src]) {
+				rc |= kfwd(r, h, src, icur, h->otmp, h->ltmp);
+				ops_merge(x, h->oacc, h->lacc, h->otmp, h->ltmp, r->type, r->b, h->Sl,
+				          h->hql, r->d, 0);
+			}
+			ops_record(x, EV_C, 0);
+			if (ireq) {
+				wait_req(r, ireq);
+				icur = h->ib[s % 2];
+			}
+		}
+		ops_record(x, EV_I, 1);
+		if (oreq) {
+			wait_req(r, oreq);
+			ocur = h->ob[t % 2];
+			outer_step(x);
+		}
+	}
+	ops_cast(x, h->ol, r->type, h->oacc, h->nql, 0);
+	ops_copy(x, h->lsel, h->lacc, h->nll * sizeof(float), 0);
+	join3(x);
+	return rc;
+}
+
+static int ring_bwd(struct cp_run *r, struct hyb *h)
+{
+	struct ops *x = &r->x;
+	size_t n2 = 2 * h->nkl;
+	void *ocur = h->kvl;
+	float *dtot = NULL;
+	struct comm_req *doreq = NULL;
+	int rc = 0;
+
+	if (h->R == 1) {
+		if (h->kst[0])
+			return kbwd(r, h, 0, h->kvl, h->dql, h->dkvl);
+		ops_zero(x, h->dql, h->nql * r->es, 0);
+		ops_zero(x, h->dkvl, n2 * r->es, 0);
+		return 0;
+	}
+	fork3(x);
+	ops_zero(x, h->dqacc, h->nql * sizeof(float), 0);
+	for (int t = 0; t < h->Ro; t++) {
+		struct comm_req *oreq = NULL, *dreq = NULL;
+		void *icur = ocur;
+		int dc = 0;
+		float *dcur = h->di[0];
+
+		if (t < h->Ro - 1)
+			send_kv(r, h->oc, h->Ro, h->wo, ocur, h->ob[t % 2], 2, &oreq);
+		ops_zero(x, dcur, n2 * sizeof(float), 0);
+		for (int s = 0; s < h->W; s++) {
+			struct comm_req *ireq = NULL;
+			int src = src_of(h, t, s);
+
+			if (s < h->W - 1) {
+				ops_wait(x, 1, EV_C);
+				send_kv(r, h->ic, h->W, h->wi, icur, h->ib[s % 2], 1, &ireq);
+			}
+			if (h->kst[src]) {
+				rc |= kbwd(r, h, src, icur, h->dqtmp, h->dkvtmp);
+				ops_acc2d(x, h->dqacc, 0, h->dqtmp, r->type, 0, h->nql, 1, 0);
+			}
+			/* The dK/dV of these K/V, from the ring neighbour. */
+			if (dreq) {
+				wait_req(r, dreq);
+				dreq = NULL;
+			}
+			if (h->kst[src])
+				ops_acc2d(x, dcur, 0, h->dkvtmp, r->type, 0, n2, 1, 0);
+			if (h->W > 1) {
+				ops_record(x, EV_D, 0);
+				ops_wait(x, 1, EV_D);
+				if (comm_isendrecv(h->ic, dcur, (h->wi + 1) % h->W, h->di[dc ^ 1],
+				                   (h->wi - 1 + h->W) % h->W, n2, CT_F32, x->stream[1], &dreq) < 0)
+					cp_commfail(r, "ring send/receive");
+				dc ^= 1;
+				dcur = h->di[dc];
+			}
+			ops_record(x, EV_C, 0);
+			if (ireq) {
+				wait_req(r, ireq);
+				icur = h->ib[s % 2];
+			}
+		}
+		if (dreq)
+			wait_req(r, dreq);
+		/* dcur: this window's part of the gradient of outer K/V t. */
+		if (h->Ro > 1) {
+			float *T = h->dob[t % 2];
+			if (t == 0) {
+				ops_copy(x, T, dcur, n2 * sizeof(float), 0);
+			} else {
+				wait_req(r, doreq);
+				ops_acc2d(x, T, 0, dcur, CT_F32, 0, n2, 1, 0);
+			}
+			ops_record(x, EV_D, 0);
+			ops_wait(x, 2, EV_D);
+			if (comm_isendrecv(h->oc, T, (h->wo + 1) % h->Ro, h->dob[(t + 1) % 2],
+			                   (h->wo - 1 + h->Ro) % h->Ro, n2, CT_F32, x->stream[2], &doreq) < 0)
+				cp_commfail(r, "ring send/receive");
+			dtot = h->dob[(t + 1) % 2];
+		} else {
+			dtot = dcur;
+		}
+		ops_record(x, EV_I, 1);
+		if (oreq) {
+			wait_req(r, oreq);
+			ocur = h->ob[t % 2];
+			outer_step(x);
+		}
+	}
+	if (doreq)
+		wait_req(r, doreq);
+	ops_cast(x, h->dkvl, r->type, dtot, n2, 0);
+	ops_cast(x, h->dql, r->type, h->dqacc, h->nql, 0);
+	join3(x);
+	return rc;
+}
+
+static int hyb_fwd(struct cp_run *r)
+{
+	struct hyb *h = r->self;
+	int rc;
+
+	if (h->own) {
+		a2a_in(r, h, r->q, r->hq, h->hql, 0, 1, h->ql);
+		a2a_in(r, h, r->k, r->hkv, h->hkl, 1, 2, h->kvl);
+	}
+	rc = ring_fwd(r, h);
+	if (h->own) {
+		a2a_out(r, h, h->ol, r->hq, h->hql, 0, 1, r->o);
+		lse_out(r, h);
+	}
+	return rc;
+}
+
+static int hyb_bwd(struct cp_run *r)
+{
+	struct hyb *h = r->self;
+	int rc;
+
+	if (h->own)
+		a2a_in(r, h, r->dout, r->hq, h->hql, 0, 1, h->doutl);
+	rc = ring_bwd(r, h);
+	if (h->own) {
+		a2a_out(r, h, h->dql, r->hq, h->hql, 0, 1, r->dq);
+		a2a_out(r, h, h->dkvl, r->hkv, h->hkl, 1, 2, r->dk);
+	}
+	return rc;
+}
+
+static int hyb_setup(struct cp_run *r)
+{
+	struct hyb *h = r->self;
+	struct comm *w = r->env->world;
+	int me = comm_rank(w), bad = 0, bwd = r->job->pass == PASS_BWD;
+	size_t es = r->es, big;
+	char e[160];
+
+	h->j = me / h->U;
+	h->u = me % h->U;
+	h->wo = h->j / h->W;
+	h->wi = h->j % h->W;
+	/* Ulysses groups are consecutive ranks (one node); inner windows are
+	 * consecutive ring members, hence as close as the ranks allow. */
+	if (h->U > 1 && comm_split(w, h->j, h->u, &h->uc) < 0)
+		cp_commfail(r, "split (ulysses)");
+	if (h->W > 1 && comm_split(w, h->u * h->Ro + h->wo, h->wi, &h->ic) < 0)
+		cp_commfail(r, "split (inner ring)");
+	if (h->Ro > 1 && comm_split(w, h->u * h->W + h->wi, h->wo, &h->oc) < 0)
+		cp_commfail(r, "split (outer ring)");
+
+	h->kern = r->env->kern;
+	h->hql = r->hq / h->U;
+	h->repl = r->hkv < h->U;
+	h->hkl = h->repl ? 1 : r->hkv / h->U;
+	h->Sl = r->c * h->U;
+	h->nql = (size_t)r->b * h->Sl * h->hql * r->d;
+	h->nkl = (size_t)r->b * h->Sl * h->hkl * r->d;
+	h->nll = (size_t)r->b * h->hql * h->Sl;
+	h->own = h->U > 1;
+	if (h->own) {
+		h->ql = A(r, h->nql * es, &bad);
+		h->kvl = A(r, 2 * h->nkl * es, &bad);
+		h->ol = A(r, h->nql * es, &bad);
+		h->lsel = A(r, h->nll * sizeof(float), &bad);
+		big = (size_t)r->b * r->c * r->hq * r->d * es;
+		if (2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es > big)
+			big = 2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es;
+		h->sb = A(r, big, &bad);
+		h->rb = A(r, big, &bad);
+		if (bwd) {
+			h->doutl = A(r, h->nql * es, &bad);
+			h->dql = A(r, h->nql * es, &bad);
+			h->dkvl = A(r, 2 * h->nkl * es, &bad);
+			if (h->repl)
+				h->ftmp = A(r, 2 * (size_t)r->b * r->c * r->hkv * r->d * sizeof(float), &bad);
+		}
+	} else {
+		h->ql = r->q;
+		h->kvl = r->k;
+		h->ol = r->o;
+		h->lsel = r->lse;
+		h->doutl = r->dout;
+		h->dql = r->dq;
+		h->dkvl = r->dk;
+	}
+	if (h->R > 1) {
+		for (int i = 0; i < 2; i++) {
+			if (h->W > 1)
+				h->ib[i] = A(r, 2 * h->nkl * es, &bad);
+			if (h->Ro > 1)
+				h->ob[i] = A(r, 2 * h->nkl * es, &bad);
+		}
+		h->otmp = A(r, h->nql * es, &bad);
+		h->ltmp = A(r, h->nll * sizeof(float), &bad);
+		h->oacc = A(r, h->nql * sizeof(float), &bad);
+		h->lacc = A(r, h->nll * sizeof(float), &bad);
+		if (bwd) {
+			h->dqtmp = A(r, h->nql * es, &bad);
+			h->dkvtmp = A(r, 2 * h->nkl * es, &bad);
+			h->dqacc = A(r, h->nql * sizeof(float), &bad);
+			for (int i = 0; i < 2; i++) {
+				if (i == 0 || h->W > 1)
+					h->di[i] = A(r, 2 * h->nkl * sizeof(float), &bad);
+				if (h->Ro > 1)
+					h->dob[i] = A(r, 2 * h->nkl * sizeof(float), &bad);
+			}
+		}
+	}
+	if (bad) {
+		cp_fail(r, "out of memory for %s buffers", h->R > 1 ? "ring" : "all-to-all");
+		return CP_OOM;
+	}
+
+	/* One piece of the mask, and one kernel plan, per visiting member:
+	 * this member's queries x its keys, both zigzag pairs. */
+	h->piece = xcalloc(h->R, sizeof *h->piece);
+	h->kst = xcalloc(h->R, sizeof *h->kst);
+	for (int src = 0; src < h->R; src++) {
+		int64_t qr[2][2], kr[2][2];
+		int nq = cp_member(r->S, h->R, h->j, qr), nk = cp_member(r->S, h->R, src, kr);
+		struct attn_shape ls = cp_local_shape(r, h->Sl, h->Sl, h->hql, h->hkl);
+		const char *why;
+		int rc;
+
+		if (cp_piece(r->job->mask, qr, nq, kr, nk, &h->piece[src], e, sizeof e) < 0) {
+			cp_fail(r, "%s", e);
+			return CP_UNSUPPORTED;
+		}
+		if (h->piece[src].area == 0)
+			continue;
+		if ((why = cp_kern_check(r, &ls, &h->piece[src])) != NULL) {
+			cp_fail(r, "kernel %s: %s", h->kern->name, why);
+			return CP_UNSUPPORTED;
+		}
+		rc = h->kern->init(&h->kst[src], &ls, &h->piece[src], e, sizeof e);
+		if (rc != KERN_OK) {
+			h->kst[src] = NULL;
+			cp_fail(r, "kernel %s: %s", h->kern->name, e);
+			return rc == KERN_OOM ? CP_OOM : CP_ERROR;
+		}
+	}
+	return CP_OK;
+}
+
+static void hyb_fini(struct cp_run *r)
+{
+	struct hyb *h = r->self;
+	void *bufs[] = { h->sb, h->rb, h->ftmp, h->ib[0], h->ib[1], h->ob[0], h->ob[1],
+	                 h->otmp, h->dqtmp, h->dkvtmp, h->ltmp, h->oacc, h->lacc, h->dqacc,
+	                 h->di[0], h->di[1], h->dob[0], h->dob[1] };
+
+	ops_sync(&r->x);
+	for (int i = 0; h->kst && i < h->R; i++)
+		if (h->kst[i])
+			h->kern->fini(h->kst[i]);
+	for (int i = 0; h->piece && i < h->R; i++)
+		mask_free(&h->piece[i]);
+	free(h->kst);
+	free(h->piece);
+	if (h->own) {
+		ops_free(&r->x, h->ql);
+		ops_free(&r->x, h->kvl);
+		ops_free(&r->x, h->ol);
+		ops_free(&r->x, h->lsel);
+		ops_free(&r->x, h->doutl);
+		ops_free(&r->x, h->dql);
+		ops_free(&r->x, h->dkvl);
+	}
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		ops_free(&r->x, bufs[i]);
+	if (h->uc)
+		comm_free(h->uc);
+	if (h->ic)
+		comm_free(h->ic);
+	if (h->oc)
+		comm_free(h->oc);
+	free(h);
+	r->self = NULL;
+}
+
+int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_result *res,
+              int U, int R, int W)
+{
+	const struct attn_shape *s = &job->shape;
+	struct cp_run run = { 0 };
+	struct hyb *h;
+	int64_t S = s->sq;
+
+	memset(res, 0, sizeof *res);
+	res->ulysses = U;
+	res->ring = R;
+	res->status = CP_UNSUPPORTED;
+	if (U < 1 || R < 1 || U * R != comm_size(env->world))
+		snprintf(res->why, sizeof res->why, "ulysses %d x ring %d is not the world size %d",
+		         U, R, comm_size(env->world));
+	else if (W < 1 || R % W)
+		snprintf(res->why, sizeof res->why, "window %d does not divide the ring %d", W, R);
+	else if (s->hq % U)
+		snprintf(res->why, sizeof res->why, "%d query heads do not split over ulysses %d", s->hq, U);
+	else if (s->hkv % U && U % s->hkv)
+		snprintf(res->why, sizeof res->why, "%d kv heads neither split over nor divide ulysses %d",
+		         s->hkv, U);
+	else if (R > 1 ? S % (2 * (int64_t)R * U) : S % U)
+		snprintf(res->why, sizeof res->why, "seqlen %lld is not a multiple of %lld",
+		         (long long)S, (long long)(R > 1 ? 2 * R * U : U));
+	else if (job->mask->heads > 1 && U > 1)
+		snprintf(res->why, sizeof res->why, "per-head masks with ulysses > 1");
+	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		snprintf(res->why, sizeof res->why, "shape and mask seqlens differ");
+	else
+		res->status = CP_OK;
+	if (res->status != CP_OK)
+		return res->status;
+
+	h = xcalloc(1, sizeof *h);
+	h->U = U;
+	h->R = R;
+	h->W = W;
+	h->Ro = R / W;
+	run.env = env;
+	run.job = job;
+	run.res = res;
+	run.U = U;
+	run.R = R;
+	run.self = h;
+	run.setup = hyb_setup;
+	run.fwd = hyb_fwd;
+	run.bwd = hyb_bwd;
+	run.fini = hyb_fini;
+	return cp_drive(&run);
+}

@@ -1,0 +1,372 @@
+/* Ring attention by all-gather (Llama 3's context parallelism): K/V of
+ * every rank gathered, the rank's queries (zigzag pair) against all keys in
+ * one kernel call per head group; backward reduce-scatters dK/dV in fp32.
+ *
+ * Head groups: the KV heads go in G groups so that the gather of group g+1
+ * (stream 2) overlaps the attention of group g (stream 0), and only two
+ * groups' gathered K/V are ever held.  G = 2 when the KV heads split
+ * evenly: the overlap, at the price of packing the group's heads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_impl.h"
+#include "util.h"
+
+enum { EV_G0 = 2, EV_G1, EV_U, EV_F, EV_J };
+
+struct rag {
+	int N, G, hqg, hkg;
+	size_t nqg, nkg, nlg, nK;       /* elements: per group q-like, own k, lse; gathered k */
+	void *gk[2], *gv[2];            /* gathered, [N][b][c][hkg][d] */
+	void *kf, *vf;                  /* [b][S][hkg][d] (batch > 1) */
+	void *sk, *sv;                  /* own group's K, V packed (G > 1) */
+	void *qg, *og, *doutg, *dqg;    /* (G > 1) */
+	float *lseg;
+	void *dkf, *dkg;                /* full-length dK|dV of a group; own part, dtype */
+	float *rss, *rsr;               /* reduce-scatter, [N][2][b][c][hkg][d] and [2][...] */
+	struct mask piece;
+	int have_piece;
+	void *kst;
+	const struct kern_ops *kern;
+};
+
+static void *A(struct cp_run *r, size_t n, int *bad)
+{
+	void *p = ops_alloc(&r->x, n);
+
+	if (p == NULL)
+		*bad = 1;
+	return p;
+}
+
+/* Group g's heads of a [rows][H][d] tensor into [rows][Hg][d], and back. */
+static void pick(struct cp_run *r, void *dst, const void *src, int H, int Hg, int g, size_t rows, int s)
+{
+	size_t d = r->d, es = r->es;
+
+	ops_copy2d(&r->x, dst, Hg * d * es, (const char *)src + (size_t)g * Hg * d * es, H * d * es,
+	           Hg * d * es, rows, s);
+}
+
+static void put(struct cp_run *r, void *dst, const void *src, int H, int Hg, int g, size_t rows, int s)
+{
+	size_t d = r->d, es = r->es;
+
+	ops_copy2d(&r->x, (char *)dst + (size_t)g * Hg * d * es, H * d * es, src, Hg * d * es,
+	           Hg * d * es, rows, s);
+}
+
+static void gather(struct cp_run *r, struct rag *a, int g)
+{
+	const void *k = r->k, *v = r->v;
+
+	if (a->G > 1) {
+		pick(r, a->sk, r->k, r->hkv, a->hkg, g, (size_t)r->b * r->c, 2);
+		pick(r, a->sv, r->v, r->hkv, a->hkg, g, (size_t)r->b * r->c, 2);
+		k = a->sk;
+		v = a->sv;
+	}
+	if (comm_allgather(r->env->world, k, a->gk[g % 2], a->nkg, r->type, r->x.stream[2]) < 0 ||
+	    comm_allgather(r->env->world, v, a->gv[g % 2], a->nkg, r->type, r->x.stream[2]) < 0)
+		cp_commfail(r, "all-gather");
+	ops_record(&r->x, EV_G0 + g % 2, 2);
+}
+
+/* Group g's gathered K, V in [b][S][hkg][d]: as they came for batch 1. */
+static void gathered(struct cp_run *r, struct rag *a, int g, void **k, void **v)
+{
+	size_t c = r->c, hd = (size_t)a->hkg * r->d * r->es;
+
+	ops_wait(&r->x, 0, EV_G0 + g % 2);
+	if (r->b == 1) {
+		*k = a->gk[g % 2];
+		*v = a->gv[g % 2];
+		return;
+	}
+	for (int i = 0; i < a->N; i++) {
+		size_t off = (size_t)i * r->b * c * hd;
+		ops_copy2d(&r->x, (char *)a->kf + i * c * hd, r->S * hd, (char *)a->gk[g % 2] + off,
+		           c * hd, c * hd, r->b, 0);
+		ops_copy2d(&r->x, (char *)a->vf + i * c * hd, r->S * hd, (char *)a->gv[g % 2] + off,
+		           c * hd, c * hd, r->b, 0);
+	}
+	*k = a->kf;
+	*v = a->vf;
+}
+
+/* Before gathering group g+1 into the buffer group g-1 used. */
+static void next_gather(struct cp_run *r, struct rag *a, int g)
+{
+	if (g + 1 < a->G) {
+		ops_wait(&r->x, 2, EV_U);
+		gather(r, a, g + 1);
+	}
+}
+
+static void fork2(struct ops *x)
+{
+	ops_record(x, EV_F, 0);
+	ops_wait(x, 2, EV_F);
+}
+
+static void join2(struct ops *x)
+{
+	ops_record(x, EV_J, 2);
+	ops_wait(x, 0, EV_J);
+}
+
+static int rag_fwd(struct cp_run *r)
+{
+	struct rag *a = r->self;
+	int rc = 0;
+
+	fork2(&r->x);
+	gather(r, a, 0);
+	for (int g = 0; g < a->G; g++) {
+		struct attn_io io = { 0 };
+		void *k, *v;
+		size_t rows = (size_t)r->b * r->c;
+
+		next_gather(r, a, g);
+		gathered(r, a, g, &k, &v);
+		io.q = r->q;
+		io.o = r->o;
+		io.lse = r->lse;
+		if (a->G > 1) {
+			pick(r, a->qg, r->q, r->hq, a->hqg, g, rows, 0);
+			io.q = a->qg;
+			io.o = a->og;
+			io.lse = a->lseg;
+		}
+		io.k = k;
+		io.v = v;
+		io.stream = r->x.stream[0];
+		if (a->kst == NULL) {
+			ops_zero(&r->x, io.o, a->nqg * r->es, 0);
+			ops_fill(&r->x, io.lse, -INFINITY, a->nlg, 0);
+		} else if (a->kern->fwd(a->kst, &io) != KERN_OK) {
+			rc = cp_fail(r, "kernel %s: forward failed", a->kern->name);
+		}
+		ops_record(&r->x, EV_U, 0);
+		if (a->G > 1) {
+			put(r, r->o, a->og, r->hq, a->hqg, g, rows, 0);
+			/* lse [b][hq][c]: group g is a block of rows per batch. */
+			ops_copy2d(&r->x, r->lse + (size_t)g * a->hqg * r->c, r->hq * r->c * 4, a->lseg,
+			           a->hqg * r->c * 4, a->hqg * r->c * 4, r->b, 0);
+		}
+	}
+	join2(&r->x);
+	return rc;
+}
+
+static int rag_bwd(struct cp_run *r)
+{
+	struct rag *a = r->self;
+	size_t c = r->c, rows = (size_t)r->b * c, seg = c * a->hkg * r->d, nk = a->nkg;
+	int rc = 0;
+
+	fork2(&r->x);
+	gather(r, a, 0);
+	for (int g = 0; g < a->G; g++) {
+		struct attn_io io = { 0 };
+		void *k, *v;
+
+		next_gather(r, a, g);
+		gathered(r, a, g, &k, &v);
+		io.q = r->q;
+		io.o = r->o;
+		io.lse = r->lse;
+		io.dout = r->dout;
+		io.dq = r->dq;
+		if (a->G > 1) {
+			pick(r, a->qg, r->q, r->hq, a->hqg, g, rows, 0);
+			pick(r, a->og, r->o, r->hq, a->hqg, g, rows, 0);
+			pick(r, a->doutg, r->dout, r->hq, a->hqg, g, rows, 0);
+			ops_copy2d(&r->x, a->lseg, a->hqg * c * 4, r->lse + (size_t)g * a->hqg * c,
+			           r->hq * c * 4, a->hqg * c * 4, r->b, 0);
+			io.q = a->qg;
+			io.o = a->og;
+			io.lse = a->lseg;
+			io.dout = a->doutg;
+			io.dq = a->dqg;
+		}
+		io.k = k;
+		io.v = v;
+		io.dk = a->dkf;
+		io.dv = (char *)a->dkf + a->nK * r->es;
+		io.stream = r->x.stream[0];
+		if (a->kst == NULL) {
+			ops_zero(&r->x, io.dq, a->nqg * r->es, 0);
+			ops_zero(&r->x, a->dkf, 2 * a->nK * r->es, 0);
+		} else if (a->kern->bwd(a->kst, &io) != KERN_OK) {
+			rc = cp_fail(r, "kernel %s: backward failed", a->kern->name);
+		}
+		ops_record(&r->x, EV_U, 0);
+		if (a->G > 1)
+			put(r, r->dq, a->dqg, r->hq, a->hqg, g, rows, 0);
+		/* To fp32, blocked by owner rank, then each rank sums its own. */
+		ops_zero(&r->x, a->rss, 2 * nk * a->N * sizeof(float), 0);
+		for (int i = 0; i < a->N; i++)
+			for (int t = 0; t < 2; t++)
+				ops_acc2d(&r->x, a->rss + ((size_t)i * 2 + t) * nk, seg,
+				          (char *)a->dkf + (t * a->nK + i * seg) * r->es, r->type,
+				          r->S * a->hkg * r->d, seg, r->b, 0);
+		if (comm_reducescatter(r->env->world, a->rss, a->rsr, 2 * nk, CT_F32, r->x.stream[0]) < 0)
+			cp_commfail(r, "reduce-scatter");
+		if (a->G == 1) {
+			ops_cast(&r->x, r->dk, r->type, a->rsr, 2 * nk, 0);
+		} else {
+			ops_cast(&r->x, a->dkg, r->type, a->rsr, 2 * nk, 0);
+			put(r, r->dk, a->dkg, r->hkv, a->hkg, g, rows, 0);
+			put(r, r->dv, (char *)a->dkg + nk * r->es, r->hkv, a->hkg, g, rows, 0);
+		}
+	}
+	join2(&r->x);
+	return rc;
+}
+
+static int rag_setup(struct cp_run *r)
+{
+	struct rag *a = r->self;
+	int bad = 0, bwd = r->job->pass == PASS_BWD, nk = 0;
+	int64_t qr[2][2], (*kr)[2] = xcalloc(2 * (size_t)a->N, sizeof *kr);
+	size_t es = r->es;
+	struct attn_shape ls;
+	const char *why;
+	char e[160];
+	int rc;
+
+	a->kern = r->env->kern;
+	a->hqg = r->hq / a->G;
+	a->hkg = r->hkv / a->G;
+	a->nqg = (size_t)r->b * r->c * a->hqg * r->d;
+	a->nkg = (size_t)r->b * r->c * a->hkg * r->d;
+	a->nlg = (size_t)r->b * a->hqg * r->c;
+	a->nK = a->nkg * a->N;
+	for (int i = 0; i < 2; i++) {
+		a->gk[i] = A(r, a->nK * es, &bad);
+		a->gv[i] = A(r, a->nK * es, &bad);
+	}
+	if (r->b > 1) {
+		a->kf = A(r, a->nK * es, &bad);
+		a->vf = A(r, a->nK * es, &bad);
+	}
+	if (a->G > 1) {
+		a->sk = A(r, a->nkg * es, &bad);
+		a->sv = A(r, a->nkg * es, &bad);
+		a->qg = A(r, a->nqg * es, &bad);
+		a->og = A(r, a->nqg * es, &bad);
+		a->lseg = A(r, a->nlg * sizeof(float), &bad);
+	}
+	if (bwd) {
+		a->dkf = A(r, 2 * a->nK * es, &bad);
+		a->rss = A(r, 2 * a->nK * sizeof(float), &bad);
+		a->rsr = A(r, 2 * a->nkg * sizeof(float), &bad);
+		if (a->G > 1) {
+			a->doutg = A(r, a->nqg * es, &bad);
+			a->dqg = A(r, a->nqg * es, &bad);
+			a->dkg = A(r, 2 * a->nkg * es, &bad);
+		}
+	}
+	if (bad) {
+		free(kr);
+		cp_fail(r, "out of memory for the gathered K/V");
+		return CP_OOM;
+	}
+
+	/* Own queries x every rank's keys, in rank order (as gathered). */
+	int nq = cp_ranges(r->S, r->R, 1, comm_rank(r->env->world), qr);
+	for (int i = 0; i < a->N; i++) {
+		int64_t g[2][2];
+		int n = cp_ranges(r->S, r->R, 1, i, g);
+		for (int j = 0; j < n; j++) {
+			if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
+				kr[nk - 1][1] = g[j][1];
+			} else {
+				kr[nk][0] = g[j][0];
+				kr[nk][1] = g[j][1];
+				nk++;
+			}
+		}
+	}
+	rc = cp_piece(r->job->mask, qr, nq, kr, nk, &a->piece, e, sizeof e);
+	free(kr);
+	if (rc < 0) {
+		cp_fail(r, "%s", e);
+		return CP_UNSUPPORTED;
+	}
+	a->have_piece = 1;
+	if (a->piece.area == 0)
+		return CP_OK;
+	ls = cp_local_shape(r, r->c, r->S, a->hqg, a->hkg);
+	if ((why = cp_kern_check(r, &ls, &a->piece)) != NULL) {
+		cp_fail(r, "kernel %s: %s", a->kern->name, why);
+		return CP_UNSUPPORTED;
+	}
+	rc = a->kern->init(&a->kst, &ls, &a->piece, e, sizeof e);
+	if (rc != KERN_OK) {
+		a->kst = NULL;
+		cp_fail(r, "kernel %s: %s", a->kern->name, e);
+		return rc == KERN_OOM ? CP_OOM : CP_ERROR;
+	}
+	return CP_OK;
+}
+
+static void rag_fini(struct cp_run *r)
+{
+	struct rag *a = r->self;
+	void *bufs[] = { a->gk[0], a->gk[1], a->gv[0], a->gv[1], a->kf, a->vf, a->sk, a->sv,
+	                 a->qg, a->og, a->doutg, a->dqg, a->lseg, a->dkf, a->dkg, a->rss, a->rsr };
+
+	ops_sync(&r->x);
+	if (a->kst)
+		a->kern->fini(a->kst);
+	if (a->have_piece)
+		mask_free(&a->piece);
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		ops_free(&r->x, bufs[i]);
+	free(a);
+	r->self = NULL;
+}
+
+static int run(const struct cp_env *env, const struct cp_job *job, struct cp_result *res)
+{
+	const struct attn_shape *s = &job->shape;
+	int N = comm_size(env->world);
+	struct cp_run run = { 0 };
+	struct rag *a;
+
+	memset(res, 0, sizeof *res);
+	res->ulysses = 1;
+	res->ring = N;
+	res->status = CP_UNSUPPORTED;
+	if (N > 1 && s->sq % (2 * (int64_t)N))
+		snprintf(res->why, sizeof res->why, "seqlen %lld is not a multiple of %d",
+		         (long long)s->sq, 2 * N);
+	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		snprintf(res->why, sizeof res->why, "shape and mask seqlens differ");
+	else
+		res->status = CP_OK;
+	if (res->status != CP_OK)
+		return res->status;
+	a = xcalloc(1, sizeof *a);
+	a->N = N;
+	a->G = s->hkv % 2 == 0 && job->mask->heads == 1 ? 2 : 1;
+	run.env = env;
+	run.job = job;
+	run.res = res;
+	run.U = 1;
+	run.R = N;
+	run.self = a;
+	run.setup = rag_setup;
+	run.fwd = rag_fwd;
+	run.bwd = rag_bwd;
+	run.fini = rag_fini;
+	return cp_drive(&run);
+}
+
+const struct cp_ops cp_ring_allgather = {
+	"ring_allgather", "all-gather K/V in head groups, local attention, reduce-scatter dK/dV", run
+};
