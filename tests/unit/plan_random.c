@@ -48,6 +48,63 @@ static void check_both(const struct mask *m, const unsigned char *truth, struct 
 	plan_free(&p);
 }
 
+/* restrict m to a random rectangle: the result allows exactly the shifted
+ * truth, passes mask_finish (mask_restrict calls it; re-check here), and its
+ * plans are exact too */
+static unsigned char *sub;
+
+static void check_restrict(const struct mask *m, const unsigned char *truth, struct rng *r,
+                           int *bad, int *badp, char *first, size_t flen)
+{
+	struct mask o;
+	char err[256];
+	int64_t q0 = rng_below(r, (uint64_t)m->sq), q1 = rng_range(r, q0 + 1, m->sq);
+	int64_t k0 = rng_below(r, (uint64_t)m->sk), k1 = rng_range(r, k0 + 1, m->sk);
+	int64_t nq = q1 - q0, nk = k1 - k0;
+	uint64_t cnt = 0;
+	int wrong = 0, dummy = 0;
+
+	if (mask_restrict(m, q0, q1, k0, k1, &o, err, sizeof err) != 0) {
+		if (!(*bad)++)
+			snprintf(first, flen, "restrict: %s", err);
+		return;
+	}
+	for (int h = 0; h < m->heads; h++)
+		for (int64_t q = 0; q < nq; q++)
+			for (int64_t k = 0; k < nk; k++) {
+				int t = truth[(h * m->sq + q + q0) * m->sk + k + k0];
+				sub[(h * nq + q) * nk + k] = (unsigned char)t;
+				cnt += (uint64_t)t;
+				wrong += mask_allows(&o, h, q, k) != t;
+			}
+	if (o.sq != nq || o.sk != nk || o.heads != m->heads || o.body != m->body ||
+	    strcmp(o.pattern, m->pattern) != 0 || strcmp(o.params, m->params) != 0 ||
+	    o.area != cnt || wrong) {
+		if (!(*bad)++)
+			snprintf(first, flen, "restrict [%lld,%lld)x[%lld,%lld): %d pairs wrong, area %llu want %llu",
+			    (long long)q0, (long long)q1, (long long)k0, (long long)k1, wrong,
+			    (unsigned long long)o.area, (unsigned long long)cnt);
+	} else if (o.body == MASK_BODY_SLICES) {
+		/* the pieces obey the FFA rules on their own: brute force per slice */
+		for (size_t i = 0; i < o.nslices; i++) {
+			const struct mask_slice *x = &o.slices[i];
+			struct gslice y = { x->q0, x->q1, x->k0, x->k1, x->kind };
+			uint64_t c = 0;
+			for (int64_t q = x->q0; q < x->q1; q++)
+				for (int64_t k = x->k0; k < x->k1; k++)
+					c += (uint64_t)g_allows(&y, q, k);
+			if (c != mask_slice_area(x) || c == 0) {
+				if (!(*bad)++)
+					snprintf(first, flen, "restrict: piece %zu area", i);
+				break;
+			}
+		}
+	}
+	check_both(&o, sub, r, badp, &dummy, first, flen);
+	*badp += dummy;
+	mask_free(&o);
+}
+
 static void block_mask(struct mask *m, struct rng *r, int64_t sq, int64_t sk, int heads)
 {
 	int nq, nk;
@@ -75,8 +132,11 @@ int main(void)
 {
 	struct rng r;
 	int bad = 0, badt = 0, bbad = 0, bbadt = 0, nb = 0, ns = 0, barea = 0, ballow = 0;
+	int rbad = 0, rbadp = 0, rbbad = 0, rbbadp = 0;
 	char first[600] = "", err[256];
 	unsigned char *truth = malloc(4 * 200 * 200);
+
+	sub = malloc(4 * 200 * 200);
 
 	rng_seed(&r, 7);
 	for (int it = 0; it < 800; it++) {
@@ -94,6 +154,8 @@ int main(void)
 				truth[q * sk + k] = (unsigned char)g_count(&g, q, k);
 		for (int j = 0; j < 3; j++)
 			check_both(&m, truth, &r, &bad, &badt, first, sizeof first);
+		for (int j = 0; j < 3; j++)
+			check_restrict(&m, truth, &r, &rbad, &rbadp, first, sizeof first);
 		ns++;
 		mask_free(&m);
 	}
@@ -129,6 +191,8 @@ int main(void)
 		}
 		for (int j = 0; j < 3; j++)
 			check_both(&m, truth, &r, &bbad, &bbadt, first, sizeof first);
+		for (int j = 0; j < 2; j++)
+			check_restrict(&m, truth, &r, &rbbad, &rbbadp, first, sizeof first);
 		nb++;
 		mask_free(&m);
 	}
@@ -139,6 +203,27 @@ int main(void)
 	ok(ballow == 0 && barea == 0, "block masks (heads 1 and 4): allows and area == brute force");
 	ok(bbad == 0, "plans of %d random block masks (%d wrong)", nb, bbad);
 	ok(bbadt == 0, "transposed plans of block masks (%d wrong)", bbadt);
+	ok(rbad == 0, "mask_restrict of slice masks to random rectangles is exact (%d wrong)", rbad);
+	ok(rbadp == 0, "plans and transposed plans of restricted slice masks (%d wrong)", rbadp);
+	ok(rbbad == 0, "mask_restrict of block masks (%d wrong)", rbbad);
+	ok(rbbadp == 0, "plans of restricted block masks (%d wrong)", rbbadp);
+	{
+		struct mask m, o;
+		mask_init(&m, 10, 10, "t", "");
+		mask_add(&m, 0, 10, 0, 10, MASK_CAUSAL);
+		mask_finish(&m, err, sizeof err);
+		ok(mask_restrict(&m, 3, 3, 0, 10, &o, err, sizeof err) != 0 &&
+		    mask_restrict(&m, 0, 11, 0, 10, &o, err, sizeof err) != 0,
+		    "restrict refuses empty and outside ranges: %s", err);
+		/* the split the FFA rules need: rows 4..9 of a causal square cut to
+		 * keys 2..5 are a causal corner and a full block */
+		ok(mask_restrict(&m, 4, 10, 2, 6, &o, err, sizeof err) == 0 && o.nslices == 2 &&
+		    o.slices[0].kind == MASK_CAUSAL && o.slices[1].kind == MASK_FULL &&
+		    o.slices[0].k1 - o.slices[0].q1 == 2 && o.area == 3 + 20,
+		    "causal clipped: causal corner keeps k1-q1, then a full block");
+		mask_free(&o);
+		mask_free(&m);
+	}
 
 	/* shapes that must stay small: one entry per row for full, runs for causal */
 	{
@@ -167,5 +252,6 @@ int main(void)
 		mask_free(&m);
 	}
 	free(truth);
+	free(sub);
 	return tap_done();
 }

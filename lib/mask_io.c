@@ -1,0 +1,384 @@
+/* The mask file: see mask(5) -- amask(5) -- for the bytes.  A file is read
+ * whole, every size is checked against its length before anything is
+ * allocated from it, and the body goes through the same checks as a mask
+ * built in memory, so a file that reads is a mask that means one thing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mask.h"
+#include "mask_priv.h"
+
+#define MAGIC      "\x89" "AMASK\r\n"     /* 8 bytes; catches text-mode mangling */
+#define VERSION    1
+#define HDR        352
+#define TRAILER    8
+#define SLICE      20
+#define MAXHEADS   65536
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Body bytes for the counts in a header; 0 if they cannot fit in memory. */
+static uint64_t body_size(uint32_t body, uint32_t heads, uint64_t n1, uint64_t n2)
+{
+	unsigned __int128 bits, b;
+
+	if (body == MASK_BODY_SLICES)
+		return n1 > (UINT64_MAX >> 8) ? 0 : n1 * SLICE;
+	bits = (unsigned __int128)heads * n1 * n2;
+	b = 4 * ((unsigned __int128)n1 + 1) + 4 * ((unsigned __int128)n2 + 1) + (bits + 7) / 8;
+	return b > (UINT64_MAX >> 8) ? 0 : (uint64_t)b;
+}
+
+static int text_ok(const unsigned char *p, size_t n, const char *what, char *err, size_t errlen)
+{
+	size_t len = strnlen((const char *)p, n);
+
+	if (len == n)
+		return fail(err, errlen, "%s is not NUL-terminated", what);
+	for (size_t i = 0; i < len; i++)
+		if (p[i] < 0x20 || p[i] == 0x7f)
+			return fail(err, errlen, "%s has a control character", what);
+	for (size_t i = len; i < n; i++)
+		if (p[i] != 0)
+			return fail(err, errlen, "%s has bytes after its NUL", what);
+	return 0;
+}
+
+static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, size_t errlen)
+{
+	uint32_t version, body, heads;
+	uint64_t sq, sk, area, n1, n2, want;
+	const unsigned char *p;
+	char e[200];
+
+	if (n < HDR + TRAILER)
+		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
+		    n, HDR + TRAILER);
+	if (memcmp(b, MAGIC, 8) != 0)
+		return fail(err, errlen, "not a mask file (bad magic)");
+	if ((version = get32(b + 8)) != VERSION)
+		return fail(err, errlen, "version %u, this build reads %d", version, VERSION);
+	body = get32(b + 12);
+	sq = get64(b + 16);
+	sk = get64(b + 24);
+	heads = get32(b + 32);
+	area = get64(b + 40);
+	n1 = get64(b + 48);
+	n2 = get64(b + 56);
+	if (body != MASK_BODY_SLICES && body != MASK_BODY_BLOCKS)
+		return fail(err, errlen, "unknown body kind %u", body);
+	if (sq < 1 || sk < 1)
+		return fail(err, errlen, "seqlen %llu x %llu: must be at least 1",
+		    (unsigned long long)sq, (unsigned long long)sk);
+	if (sq >= (uint64_t)MASK_MAXSEQ || sk >= (uint64_t)MASK_MAXSEQ)
+		return fail(err, errlen, "seqlen %llu x %llu: must be below 2^32",
+		    (unsigned long long)sq, (unsigned long long)sk);
+	if (body == MASK_BODY_SLICES && (heads != 1 || n2 != 0))
+		return fail(err, errlen, "a slice body has 1 mask head and no k blocks");
+	if (body == MASK_BODY_BLOCKS) {
+		if (heads < 1 || heads > MAXHEADS)
+			return fail(err, errlen, "%u mask heads, not in 1..%d", heads, MAXHEADS);
+		if (n1 < 1 || n1 > sq || n2 < 1 || n2 > sk)
+			return fail(err, errlen, "%llu x %llu blocks for %llu x %llu tokens",
+			    (unsigned long long)n1, (unsigned long long)n2,
+			    (unsigned long long)sq, (unsigned long long)sk);
+	}
+	want = body_size(body, heads, n1, n2);
+	if (want == 0 && n1 > 0)
+		return fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)n1,
+		    (unsigned long long)n2);
+	want += HDR + TRAILER;
+	if (n < want)
+		return fail(err, errlen, "truncated: %zu bytes, the header says %llu", n,
+		    (unsigned long long)want);
+	if (n > want)
+		return fail(err, errlen, "%zu bytes, the header says %llu", n, (unsigned long long)want);
+	if (fnv1a(b, n - TRAILER) != get64(b + n - TRAILER))
+		return fail(err, errlen, "bad checksum");
+	if (get32(b + 36) != 0)
+		return fail(err, errlen, "reserved header field is not zero");
+	if (text_ok(b + 64, MASK_PATTERN, "pattern name", err, errlen) != 0 ||
+	    text_ok(b + 96, MASK_PARAMS, "parameter text", err, errlen) != 0)
+		return -1;
+
+	p = b + HDR;
+	if (body == MASK_BODY_SLICES) {
+		mask_init(m, (int64_t)sq, (int64_t)sk, (const char *)b + 64, (const char *)b + 96);
+		if (n1 > 0 && (m->slices = malloc(n1 * sizeof *m->slices)) == NULL)
+			return fail(err, errlen, "out of memory for %llu slices", (unsigned long long)n1);
+		m->cap = m->nslices = n1;
+		for (uint64_t i = 0; i < n1; i++, p += SLICE) {
+			struct mask_slice *s = &m->slices[i];
+			s->q0 = get32(p);
+			s->q1 = get32(p + 4);
+			s->k0 = get32(p + 8);
+			s->k1 = get32(p + 12);
+			s->kind = (int32_t)(get32(p + 16) > INT32_MAX ? INT32_MAX : get32(p + 16));
+		}
+	} else {
+		int64_t *qb = malloc((n1 + 1) * sizeof *qb), *kb = malloc((n2 + 1) * sizeof *kb);
+		uint64_t bits = (uint64_t)heads * n1 * n2, nb = (bits + 7) / 8;
+		int rc;
+		if (qb == NULL || kb == NULL) {
+			free(qb);
+			free(kb);
+			return fail(err, errlen, "out of memory for %llu x %llu blocks",
+			    (unsigned long long)n1, (unsigned long long)n2);
+		}
+		for (uint64_t i = 0; i <= n1; i++, p += 4)
+			qb[i] = get32(p);
+		for (uint64_t i = 0; i <= n2; i++, p += 4)
+			kb[i] = get32(p);
+		rc = mask_init_blocks(m, (int64_t)sq, (int64_t)sk, (int)heads, (int64_t)n1, qb,
+		    (int64_t)n2, kb, (const char *)b + 64, (const char *)b + 96);
+		free(qb);
+		free(kb);
+		if (rc != 0)
+			return fail(err, errlen, "out of memory for %llu x %llu blocks",
+			    (unsigned long long)n1, (unsigned long long)n2);
+		memcpy(m->bits, p, nb);
+		if (bits % 8 != 0 && (p[nb - 1] >> (bits % 8)) != 0)
+			return fail(err, errlen, "bitmap padding bits are set");
+	}
+	if (mask_check(m, 1, e, sizeof e) != 0)
+		return fail(err, errlen, "%s", e);
+	if (m->area != area)
+		return fail(err, errlen, "area %llu in the header, the body gives %llu",
+		    (unsigned long long)area, (unsigned long long)m->area);
+	return 0;
+}
+
+static int slurp(FILE *fp, unsigned char **out, size_t *len, size_t hint)
+{
+	size_t cap = hint > 0 ? hint + 1 : 65536, n = 0, r;
+	unsigned char *b = malloc(cap), *x;
+
+	if (b == NULL)
+		return -1;
+	while ((r = fread(b + n, 1, cap - n, fp)) > 0) {
+		n += r;
+		if (n == cap) {
+			if (cap > SIZE_MAX / 2 || (x = realloc(b, cap * 2)) == NULL) {
+				free(b);
+				errno = ENOMEM;
+				return -1;
+			}
+			b = x;
+			cap *= 2;
+		}
+	}
+	if (ferror(fp)) {
+		free(b);
+		return -1;
+	}
+	*out = b;
+	*len = n;
+	return 0;
+}
+
+int mask_read(const char *path, struct mask *m, char *err, size_t errlen)
+{
+	FILE *fp;
+	unsigned char *b;
+	size_t n, hint = 0;
+	struct stat st;
+	int rc, stdin_ = strcmp(path, "-") == 0;
+
+	memset(m, 0, sizeof *m);
+	if (stdin_)
+		fp = stdin;
+	else if ((fp = fopen(path, "rb")) == NULL)
+		return fail(err, errlen, "%s", strerror(errno));
+	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+		hint = (size_t)st.st_size;
+	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (!stdin_)
+			fclose(fp);
+		return fail(err, errlen, "is a directory");
+	}
+	rc = slurp(fp, &b, &n, hint);
+	if (rc != 0) {
+		int e = errno;
+		if (!stdin_)
+			fclose(fp);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	if (!stdin_)
+		fclose(fp);
+	rc = parse(b, n, m, err, errlen);
+	free(b);
+	if (rc != 0)
+		mask_free(m);
+	return rc;
+}
+
+/* The bytes of m, or NULL with a message. */
+static unsigned char *serialize(const struct mask *m, size_t *len, char *err, size_t errlen)
+{
+	uint64_t n1, n2, bs, bits = 0;
+	unsigned char *b, *p;
+
+	if (m->sq < 1 || m->sk < 1 || m->sq >= MASK_MAXSEQ || m->sk >= MASK_MAXSEQ) {
+		fail(err, errlen, "seqlen %lld x %lld cannot be written", (long long)m->sq,
+		    (long long)m->sk);
+		return NULL;
+	}
+	if (m->body == MASK_BODY_SLICES) {
+		n1 = m->nslices;
+		n2 = 0;
+	} else if (m->body == MASK_BODY_BLOCKS && m->heads >= 1 && m->heads <= MAXHEADS) {
+		n1 = (uint64_t)m->nqb;
+		n2 = (uint64_t)m->nkb;
+		bits = (uint64_t)m->heads * n1 * n2;
+	} else {
+		fail(err, errlen, "body kind %d with %d heads cannot be written", m->body, m->heads);
+		return NULL;
+	}
+	bs = body_size((uint32_t)m->body, (uint32_t)m->heads, n1, n2);
+	if ((bs == 0 && n1 > 0) || bs > SIZE_MAX - HDR - TRAILER ||
+	    (b = calloc(HDR + bs + TRAILER, 1)) == NULL) {
+		fail(err, errlen, "out of memory");
+		return NULL;
+	}
+	memcpy(b, MAGIC, 8);
+	put32(b + 8, VERSION);
+	put32(b + 12, (uint32_t)m->body);
+	put64(b + 16, (uint64_t)m->sq);
+	put64(b + 24, (uint64_t)m->sk);
+	put32(b + 32, (uint32_t)m->heads);
+	put64(b + 40, m->area);
+	put64(b + 48, n1);
+	put64(b + 56, n2);
+	/* the rest of each field stays zero: one byte string per mask */
+	memcpy(b + 64, m->pattern, strnlen(m->pattern, MASK_PATTERN - 1));
+	memcpy(b + 96, m->params, strnlen(m->params, MASK_PARAMS - 1));
+	p = b + HDR;
+	if (m->body == MASK_BODY_SLICES) {
+		for (size_t i = 0; i < m->nslices; i++, p += SLICE) {
+			const struct mask_slice *s = &m->slices[i];
+			put32(p, (uint32_t)s->q0);
+			put32(p + 4, (uint32_t)s->q1);
+			put32(p + 8, (uint32_t)s->k0);
+			put32(p + 12, (uint32_t)s->k1);
+			put32(p + 16, (uint32_t)s->kind);
+		}
+	} else {
+		for (int64_t i = 0; i <= m->nqb; i++, p += 4)
+			put32(p, (uint32_t)m->qb[i]);
+		for (int64_t i = 0; i <= m->nkb; i++, p += 4)
+			put32(p, (uint32_t)m->kb[i]);
+		memcpy(p, m->bits, (bits + 7) / 8);
+		if (bits % 8)
+			p[(bits + 7) / 8 - 1] &= (unsigned char)((1u << (bits % 8)) - 1);
+	}
+	put64(b + HDR + bs, fnv1a(b, HDR + bs));
+	*len = HDR + bs + TRAILER;
+	return b;
+}
+
+int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
+{
+	unsigned char *b;
+	size_t n;
+	char *tmp;
+	FILE *fp;
+	int fd, bad;
+	mode_t um;
+
+	if ((b = serialize(m, &n, err, errlen)) == NULL)
+		return -1;
+	if (strcmp(path, "-") == 0) {
+		bad = fwrite(b, 1, n, stdout) != n || fflush(stdout) == EOF;
+		free(b);
+		return bad ? fail(err, errlen, "stdout: %s", strerror(errno)) : 0;
+	}
+	if ((tmp = malloc(strlen(path) + 12)) == NULL) {
+		free(b);
+		return fail(err, errlen, "out of memory");
+	}
+	sprintf(tmp, "%s.tmpXXXXXX", path);
+	if ((fd = mkstemp(tmp)) == -1) {
+		int e = errno;
+		free(b);
+		free(tmp);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	/* mkstemp makes 0600; a mask file is as readable as any output */
+	um = umask(0);
+	umask(um);
+	(void)fchmod(fd, 0666 & ~um);
+	if ((fp = fdopen(fd, "wb")) == NULL) {
+		int e = errno;
+		close(fd);
+		unlink(tmp);
+		free(b);
+		free(tmp);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	bad = fwrite(b, 1, n, fp) != n;
+	bad |= ferror(fp);
+	bad |= fclose(fp) == EOF;
+	if (!bad && rename(tmp, path) == -1)
+		bad = 1;
+	if (bad) {
+		int e = errno;
+		unlink(tmp);
+		free(b);
+		free(tmp);
+		return fail(err, errlen, "%s", strerror(e ? e : EIO));
+	}
+	free(b);
+	free(tmp);
+	return 0;
+}
