@@ -8,7 +8,7 @@
 
 /* truth[(h*sq + q)*sk + k]: whether the pair is allowed. 0 if the plan
  * covers exactly the allowed pairs, else -1 with why. */
-static int check_plan(const struct plan *p, const unsigned char *truth, int64_t sq, int64_t sk,
+static inline int check_plan(const struct plan *p, const unsigned char *truth, int64_t sq, int64_t sk,
                       int heads, char *why, size_t whylen)
 {
 	int64_t nqt = (sq + p->bq - 1) / p->bq, nkt = (sk + p->bk - 1) / p->bk;

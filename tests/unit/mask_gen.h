@@ -15,7 +15,7 @@ struct gmask {
 	struct gslice s[4096];
 };
 
-static int g_allows(const struct gslice *s, int64_t q, int64_t k)
+static inline int g_allows(const struct gslice *s, int64_t q, int64_t k)
 {
 	if (q < s->q0 || q >= s->q1 || k < s->k0 || k >= s->k1)
 		return 0;
@@ -26,7 +26,7 @@ static int g_allows(const struct gslice *s, int64_t q, int64_t k)
 	return 1;
 }
 
-static int g_count(const struct gmask *g, int64_t q, int64_t k)
+static inline int g_count(const struct gmask *g, int64_t q, int64_t k)
 {
 	int c = 0;
 
@@ -35,7 +35,7 @@ static int g_count(const struct gmask *g, int64_t q, int64_t k)
 	return c;
 }
 
-static void g_add(struct gmask *g, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
+static inline void g_add(struct gmask *g, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
 {
 	if (q0 >= q1 || k0 >= k1 || g->n >= 4096)
 		return;
@@ -45,7 +45,7 @@ static void g_add(struct gmask *g, int64_t q0, int64_t q1, int64_t k0, int64_t k
 /* One grid cell: nothing, one slice of any kind, a causal/invcausal pair
  * whose rectangles overlap, or a band with both sides (overlapping
  * rectangles again, disjoint sets). */
-static void g_cell(struct gmask *g, struct rng *r, int64_t Q0, int64_t Q1, int64_t K0, int64_t K1)
+static inline void g_cell(struct gmask *g, struct rng *r, int64_t Q0, int64_t Q1, int64_t K0, int64_t K1)
 {
 	int64_t n = Q1 - Q0, w = K1 - K0, c, d;
 
@@ -80,7 +80,7 @@ static void g_cell(struct gmask *g, struct rng *r, int64_t Q0, int64_t Q1, int64
 	}
 }
 
-static int64_t *g_cuts(struct rng *r, int64_t s, int *n, int max)
+static inline int64_t *g_cuts(struct rng *r, int64_t s, int *n, int max)
 {
 	int64_t *b = malloc((size_t)(max + 2) * sizeof *b);
 	int k = 1;
@@ -100,7 +100,7 @@ static int64_t *g_cuts(struct rng *r, int64_t s, int *n, int max)
 
 /* A random grid partition, or a document mask (square cells on the
  * diagonal), sometimes with a full or causal background split in bands. */
-static void g_random(struct gmask *g, struct rng *r, int64_t sq, int64_t sk)
+static inline void g_random(struct gmask *g, struct rng *r, int64_t sq, int64_t sk)
 {
 	int nq, nk, style = (int)rng_below(r, 4);
 	int64_t *qb, *kb;
@@ -143,7 +143,7 @@ static void g_random(struct gmask *g, struct rng *r, int64_t sq, int64_t sk)
 	free(kb);
 }
 
-static int g_tomask(const struct gmask *g, struct mask *m, char *err, size_t errlen)
+static inline int g_tomask(const struct gmask *g, struct mask *m, char *err, size_t errlen)
 {
 	mask_init(m, g->sq, g->sk, "test", "seed=1");
 	for (int i = 0; i < g->n; i++)
