@@ -27,7 +27,8 @@
 # delete them under each other (Open MPI's shared-memory transport crashes).
 # So a job does NOT see the caller's /tmp.  It sees, at their usual paths,
 # everything outside /tmp, the state directory (LONGATTN_SLURM_SHARED is a
-# directory in it meant for job files) and the directories listed,
+# directory in it meant for job files), this repository (a clone under /tmp
+# too) and the directories listed,
 # colon-separated, in LONGATTN_SLURM_BIND when start ran.  Submit from such a
 # directory (or use --chdir), or slurmd falls back to its private /tmp.
 #
@@ -40,6 +41,7 @@ set -u
 S=${LONGATTN_SLURM_DIR:-${TMPDIR:-/tmp}/longattn-slurm}
 case $S in /*) ;; *) S=$(pwd)/$S;; esac
 NODES="n1 n2"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CONF=$S/slurm.conf
 HOST=$(hostname -s)
 me=cluster.sh
@@ -146,7 +148,7 @@ startslurmd() {
 		mount -t tmpfs -o mode=1777 shm /dev/shm
 		readlink /proc/self/ns/mnt >"$S_DIR/$N/mntns"
 		exec slurmd -N "$N" -f "$SLURM_CONF"
-	' sh "$p" "$S" $(echo "${LONGATTN_SLURM_BIND:-}" | tr ':' ' ') \
+	' sh "$p" "$S" "$REPO" $(echo "${LONGATTN_SLURM_BIND:-}" | tr ':' ' ') \
 	    2>>"$S/$n/slurmd.log" || { logs; die "slurmd -N $n did not start"; }
 }
 
