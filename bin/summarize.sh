@@ -1,0 +1,65 @@
+#!/bin/sh
+# summarize: result rows to tables (aligned text, markdown or TSV) and
+# gnuplot pictures.  The work is in the awk programs of @AWKDIR@.
+AWKDIR=${LONGATTN_AWKDIR:-@AWKDIR@}
+AWK=${AWK:-awk}
+prog=summarize
+
+usage() {
+	cat >&2 <<'USAGE'
+usage: summarize [-f table|md|tsv] [-p PLOTDIR] [FILE...]
+  -f FORMAT   table (aligned text, default), md (markdown) or tsv (the aggregate)
+  -p PLOTDIR  also draw one PNG and one SVG per (mask, pass) into PLOTDIR
+  -h          this help
+USAGE
+}
+
+die() { echo "$prog: $*" >&2; exit 2; }
+
+fmt=table plotdir=
+while getopts f:p:h opt; do
+	case $opt in
+	f) fmt=$OPTARG ;;
+	p) plotdir=$OPTARG ;;
+	h) usage; exit 0 ;;
+	*) usage; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+case $fmt in table|md|tsv) ;; *) die "format: '$fmt' is not table, md or tsv" ;; esac
+for f in "$@"; do
+	[ "$f" = - ] || [ -r "$f" ] || die "$f: cannot read"
+done
+[ -r "$AWKDIR/aggregate.awk" ] || die "$AWKDIR: awk programs not found"
+if [ -n "$plotdir" ]; then
+	command -v gnuplot >/dev/null 2>&1 || die "-p: gnuplot not found"
+	mkdir -p "$plotdir" 2>/dev/null && [ -w "$plotdir" ] || die "$plotdir: cannot write"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/summarize.XXXXXX") || die "cannot make a temporary directory"
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 2' HUP INT TERM
+
+$AWK -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
+[ "$(wc -l <"$tmp/agg")" -gt 1 ] || die "no result rows"
+
+case $fmt in
+tsv) cat "$tmp/agg" ;;
+*) $AWK -v fmt="$fmt" -f "$AWKDIR/table.awk" "$tmp/agg" ;;
+esac || die "stdout: write error"
+
+if [ -n "$plotdir" ]; then
+	term=png
+	gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 && term=pngcairo
+	$AWK -v tmp="$tmp" -v dir="$plotdir" -v term="$term" \
+	    -f "$AWKDIR/plot.awk" "$tmp/agg" >"$tmp/moves" || exit 2
+	if ! gnuplot "$tmp/plots.gp" 2>"$tmp/gnuplot.err"; then
+		while IFS='	' read -r from to; do rm -f "$from"; done <"$tmp/moves"
+		die "gnuplot failed: $(head -n 1 "$tmp/gnuplot.err")"
+	fi
+	while IFS='	' read -r from to; do
+		mv -f "$from" "$to" || die "$to: cannot write"
+		echo "$prog: wrote $to" >&2
+	done <"$tmp/moves"
+fi
+exit 0
