@@ -47,6 +47,8 @@ HOST=$(hostname -s)
 me=cluster.sh
 
 die() { echo "$me: $*" >&2; exit 1; }
+# startfail MSG: the logs, then stop what did start, then die
+startfail() { logs; stop; die "$*"; }
 
 # alive PIDFILE NAME: the pid in PIDFILE runs a program called NAME
 alive() {
@@ -63,12 +65,16 @@ logs() {
 	done
 }
 
-# freeports N: N distinct TCP ports nobody listens on, from LONGATTN_SLURM_PORT up
+# freeports N: N TCP ports from LONGATTN_SLURM_PORT up that no socket uses,
+# in any state (a port in TIME_WAIT from the last cluster would not bind).
 freeports() {
-	used=$(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }')
+	used=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+	    awk 'NR > 1 { split($2, a, ":"); print a[2] }' | sort -u)
 	p=${LONGATTN_SLURM_PORT:-16817} got=0
 	while [ $got -lt "$1" ] && [ "$p" -lt 65000 ]; do
-		if ! echo "$used" | grep -qx "$p"; then echo "$p"; got=$((got + 1)); fi
+		if ! echo "$used" | grep -qx "$(printf '%04X' "$p")"; then
+			echo "$p"; got=$((got + 1))
+		fi
 		p=$((p + 1))
 	done
 }
@@ -127,7 +133,7 @@ startmunge() {
 	munged --force --socket="$m/munge.socket.2" --key-file="$m/munge.key" \
 	    --pid-file="$m/munged.pid" --log-file="$m/munged.log" \
 	    --seed-file="$m/munged.seed" 2>>"$m/munged.log" ||
-	    { logs; die "munged did not start"; }
+	    startfail "munged did not start"
 }
 
 # startslurmd NODE: slurmd -N NODE in a mount namespace of its own whose /tmp
@@ -149,12 +155,12 @@ startslurmd() {
 		readlink /proc/self/ns/mnt >"$S_DIR/$N/mntns"
 		exec slurmd -N "$N" -f "$SLURM_CONF"
 	' sh "$p" "$S" "$REPO" $(echo "${LONGATTN_SLURM_BIND:-}" | tr ':' ' ') \
-	    2>>"$S/$n/slurmd.log" || { logs; die "slurmd -N $n did not start"; }
+	    2>>"$S/$n/slurmd.log" || startfail "slurmd -N $n did not start"
 }
 
 start() {
 	[ "$(id -u)" -eq 0 ] || die "start: the daemons need root"
-	for c in munged slurmctld slurmd unshare sinfo ss; do
+	for c in munged slurmctld slurmd unshare sinfo; do
 		command -v $c >/dev/null || die "start: $c not found (make deps)"
 	done
 	if alive "$S/slurmctld.pid" slurmctld || alive "$S/munge/munged.pid" munged; then
@@ -165,7 +171,7 @@ start() {
 	writeconf
 	export SLURM_CONF=$CONF S_DIR=$S
 	startmunge
-	slurmctld -f "$CONF" 2>>"$S/slurmctld.log" || { logs; die "slurmctld did not start"; }
+	slurmctld -f "$CONF" 2>>"$S/slurmctld.log" || startfail "slurmctld did not start"
 	for n in $NODES; do N=$n startslurmd $n; done
 	i=0
 	while [ $i -lt 60 ]; do
@@ -175,8 +181,7 @@ start() {
 		i=$((i + 1))
 	done
 	sinfo -N >&2
-	logs
-	die "start: the nodes are not idle after 30 s"
+	startfail "start: the nodes are not idle after 30 s"
 }
 
 # killpid PIDFILE NAME: TERM, then KILL after 10 s
