@@ -32,11 +32,13 @@ awk -F'\t' '
 	{ k = $c["mask"] "\t" $c["seqlen_q"] "\t" $c["pass"]; t[f, k] = $c["tflops"]; if (!(k in seen)) { seen[k] = 1; key[++n] = k } }
 	END {
 		printf "mask\tS\tpass"; for (i = 1; i <= f; i++) { s = name[i]; sub(/.*\//, "", s); printf "\t%s", s }
-		printf "\tratio\n"
+		for (i = 1; i < f; i++) { s = name[i]; sub(/.*\//, "", s); printf "\t%s/torch", s }
+		printf "\n"
 		for (j = 1; j <= n; j++) {
 			printf "%s", key[j]
 			for (i = 1; i <= f; i++) printf "\t%s", ((i, key[j]) in t) ? t[i, key[j]] : "-"
-			if (((1, key[j]) in t) && ((f, key[j]) in t) && t[f, key[j]] > 0) printf "\t%.3f", t[1, key[j]] / t[f, key[j]]
+			for (i = 1; i < f; i++)
+				printf "\t%s", ((i, key[j]) in t) && ((f, key[j]) in t) && t[f, key[j]] > 0 ? sprintf("%.3f", t[i, key[j]] / t[f, key[j]]) : "-"
 			printf "\n"
 		}
 	}' "$OUT"/cudnn-rows.*.tsv "$OUT/cudnn-xcheck.tsv" | tee "$OUT/cudnn-compare.tsv"
