@@ -19,10 +19,17 @@ static int ratio_arg(const struct pattern_args *a, const char *name, double *r, 
 	return 0;
 }
 
+/* The bit layout of mask.h, without mask_setblock's checks per call. */
+static inline void setbit(uint8_t *bits, uint64_t n)
+{
+	bits[n / 8] |= (uint8_t)(1u << (n % 8));
+}
+
 /* Partial Fisher-Yates on a permutation that is never reset: any
  * permutation is as good a start as the identity. */
 static void keep_row(struct mask *m, struct rng *r, int h, int64_t i, int64_t *perm, int64_t n, int64_t keep)
 {
+	uint64_t base = ((uint64_t)h * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)n;
 	int drop = keep > n / 2;
 	int64_t pick = drop ? n - keep : keep, t, j;
 
@@ -34,10 +41,10 @@ static void keep_row(struct mask *m, struct rng *r, int h, int64_t i, int64_t *p
 	}
 	if (!drop) {
 		for (int64_t x = 0; x < pick; x++)
-			mask_setblock(m, h, i, perm[x]);
+			setbit(m->bits, base + (uint64_t)perm[x]);
 	} else {
 		for (int64_t x = pick; x < n; x++)
-			mask_setblock(m, h, i, perm[x]);
+			setbit(m->bits, base + (uint64_t)perm[x]);
 	}
 }
 
@@ -50,9 +57,14 @@ static int fill(struct mask *m, const struct pattern_args *a, int heads, double 
 	perm = xmalloc((size_t)m->nkb * sizeof *perm);
 	for (int64_t j = 0; j < m->nkb; j++)
 		perm[j] = j;
+	/* a local copy keeps the generator in registers: the stores through
+	 * perm and bits could otherwise alias it */
+	struct rng r = *a->rng;
+
 	for (int h = 0; h < heads; h++)
 		for (int64_t i = 0; i < m->nqb; i++)
-			keep_row(m, a->rng, h, i, perm, m->nkb, keep);
+			keep_row(m, &r, h, i, perm, m->nkb, keep);
+	*a->rng = r;
 	free(perm);
 	return 0;
 }
