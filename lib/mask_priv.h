@@ -39,6 +39,27 @@ int mask_slices_meet(const struct mask_slice *a, const struct mask_slice *b);
  * already be in order (a file); otherwise they are sorted first. */
 int mask_check(struct mask *m, int sorted, char *err, size_t errlen);
 
+/* The bits n .. n+63 of a block bitmap of nbits bits (those past the end
+ * read as 0): rows of cells start at any bit, so words are unaligned. */
+static inline uint64_t mask_bits64(const uint8_t *bits, uint64_t nbits, uint64_t n)
+{
+	uint64_t w = 0, nbytes = (nbits + 7) / 8, i = n / 8;
+	unsigned sh = (unsigned)(n % 8);
+
+	for (unsigned b = 0; b < 9 && i + b < nbytes; b++) {
+		uint64_t v = bits[i + b];
+		if (b == 0)
+			w |= v >> sh;
+		else if (8 * b - sh < 64)
+			w |= v << (8 * b - sh);
+	}
+	if (n >= nbits)
+		return 0;
+	if (nbits - n < 64)
+		w &= ((uint64_t)1 << (nbits - n)) - 1;
+	return w;
+}
+
 /* Order of slices: q0, k0, then the rest, so the order is total. */
 int mask_slice_cmp(const void *a, const void *b);
 

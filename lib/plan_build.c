@@ -39,6 +39,8 @@ struct pb {
 	size_t nlast;
 	int32_t rowstart;        /* first entry of the current row */
 	size_t capent, capcut, capids;
+	struct ev *tmp;          /* counting sort */
+	size_t captmp, *count, capcount;
 	int oom;
 };
 
@@ -97,6 +99,52 @@ static int ev_cmp(const void *pa, const void *pb)
 	return a->pi < b->pi ? -1 : a->pi > b->pi;
 }
 
+/* Events by (tile, type).  Few events against many tiles (documents):
+ * qsort; many (block-sparse rows): a counting sort over the tiles. */
+static void sort_events(struct pb *b)
+{
+	size_t nk = (size_t)b->p->nkt + 1, nkeys = 3 * nk;
+	struct ev *tmp;
+
+	if (b->nev < 16 || b->nev * 8 < nk) {
+		qsort(b->ev, b->nev, sizeof *b->ev, ev_cmp);
+		return;
+	}
+	if (b->capcount < nkeys + 1) {
+		size_t *c = realloc(b->count, (nkeys + 1) * sizeof *c);
+		if (c == NULL) {
+			b->oom = 1;
+			return;
+		}
+		b->count = c;
+		b->capcount = nkeys + 1;
+	}
+	if (b->captmp < b->nev) {
+		tmp = realloc(b->tmp, b->capev * sizeof *tmp);
+		if (tmp == NULL) {
+			b->oom = 1;
+			return;
+		}
+		b->tmp = tmp;
+		b->captmp = b->capev;
+	}
+	memset(b->count, 0, (nkeys + 1) * sizeof *b->count);
+	for (size_t i = 0; i < b->nev; i++)
+		b->count[(size_t)b->ev[i].tile * 3 + (size_t)b->ev[i].type + 1]++;
+	for (size_t k = 0; k < nkeys; k++)
+		b->count[k + 1] += b->count[k];
+	for (size_t i = 0; i < b->nev; i++)
+		b->tmp[b->count[(size_t)b->ev[i].tile * 3 + (size_t)b->ev[i].type]++] = b->ev[i];
+	tmp = b->ev;
+	b->ev = b->tmp;
+	b->tmp = tmp;
+	{
+		size_t c = b->capev;
+		b->capev = b->captmp;
+		b->captmp = c;
+	}
+}
+
 static int id_cmp(const void *pa, const void *pb)
 {
 	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
@@ -148,7 +196,15 @@ static void emit_partial(struct pb *b, int64_t t, size_t n, uint64_t area)
 
 	p->ntiles_partial++;
 	p->area += area;
-	qsort(b->ids, n, sizeof *b->ids, id_cmp);
+	if (n > 16)
+		qsort(b->ids, n, sizeof *b->ids, id_cmp);
+	else
+		for (size_t i = 1; i < n; i++)
+			for (size_t j = i; j > 0 && b->ids[j - 1] > b->ids[j]; j--) {
+				int32_t x = b->ids[j];
+				b->ids[j] = b->ids[j - 1];
+				b->ids[j - 1] = x;
+			}
 	if (p->nent > b->rowstart && p->ent[p->nent - 1].ncut > 0 && b->nlast == n &&
 	    memcmp(b->lastids, b->ids, n * sizeof *b->ids) == 0) {
 		cut0 = p->ent[p->nent - 1].cut0;
@@ -245,7 +301,7 @@ static void band(struct pb *b, int64_t Q0, int64_t Q1)
 	}
 	if (b->oom)
 		return;
-	qsort(b->ev, b->nev, sizeof *b->ev, ev_cmp);
+	sort_events(b);
 	b->nact = 0;
 	b->nlast = 0;
 	for (size_t e = 0; e < b->nev && !b->oom;) {
@@ -285,26 +341,39 @@ static void band(struct pb *b, int64_t Q0, int64_t Q1)
 static void block_pieces(struct pb *b, int h, int64_t i)
 {
 	const struct mask *m = b->m;
-	uint64_t n = ((uint64_t)h * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb;
-	int64_t j0 = -1;
+	int64_t nk = m->nkb, j0 = -1;
+	uint64_t nbits = (uint64_t)m->heads * (uint64_t)m->nqb * (uint64_t)nk;
+	uint64_t base = ((uint64_t)h * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)nk;
 
-	for (int64_t j = 0; j <= m->nkb; j++, n++) {
-		int on = 0;
-		if (j < m->nkb) {
-			if ((n & 7) == 0 && j + 8 <= m->nkb && m->bits[n / 8] == 0 && j0 < 0) {
-				j += 7;
-				n += 7;
-				continue;
+	for (int64_t j = 0; j < nk; j += 64) {
+		uint64_t x = mask_bits64(m->bits, nbits, base + (uint64_t)j);
+		int64_t lim = nk - j < 64 ? nk - j : 64;
+		int pos = 0;
+		if (lim < 64)
+			x &= ((uint64_t)1 << lim) - 1;
+		/* walk the runs of ones and zeros of this word */
+		while (pos < lim) {
+			uint64_t y = pos < 64 ? x >> pos : 0;
+			int len;
+			if (j0 >= 0) {        /* in a run: count ones */
+				len = ~y == 0 ? 64 - pos : __builtin_ctzll(~y);
+				if (len > lim - pos)
+					len = (int)(lim - pos);
+				pos += len;
+				if (pos < lim) {
+					add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[j + pos], MASK_FULL);
+					j0 = -1;
+				}
+			} else {              /* between runs: count zeros */
+				len = y == 0 ? (int)(lim - pos) : __builtin_ctzll(y);
+				pos += len;
+				if (pos < lim)
+					j0 = j + pos;
 			}
-			on = (m->bits[n / 8] >> (n % 8)) & 1;
-		}
-		if (on && j0 < 0)
-			j0 = j;
-		else if (!on && j0 >= 0) {
-			add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[j], MASK_FULL);
-			j0 = -1;
 		}
 	}
+	if (j0 >= 0)
+		add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[nk], MASK_FULL);
 }
 
 void plan_free(struct plan *p)
@@ -396,6 +465,8 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 	}
 	free(b.pc);
 	free(b.ev);
+	free(b.tmp);
+	free(b.count);
 	free(b.act);
 	free(b.ids);
 	free(b.lastids);
