@@ -148,7 +148,7 @@ static void lengths(const char *path, int64_t s, struct lens *l)
 
 	if (strcmp(path, "-") != 0 && (fp = fopen(path, "r")) == NULL)
 		err(EXIT_BADINPUT, "%s", path);
-	if (hist_read_lengths(fp, path, l, emsg, sizeof emsg) == -1)
+	if (hist_read_lengths(fp, fp == stdin ? "stdin" : path, l, emsg, sizeof emsg) == -1)
 		errx(EXIT_BADINPUT, "%s", emsg);
 	if (fp != stdin)
 		fclose(fp);

@@ -36,7 +36,7 @@ static void make_hist(const char *path, int64_t width, const char *outpath, stru
 
 	if (strcmp(path, "-") != 0 && (fp = fopen(path, "r")) == NULL)
 		err(EXIT_BADINPUT, "%s", path);
-	if (hist_read_lengths(fp, path, &l, emsg, sizeof emsg) == -1)
+	if (hist_read_lengths(fp, fp == stdin ? "stdin" : path, &l, emsg, sizeof emsg) == -1)
 		errx(EXIT_BADINPUT, "%s", emsg);
 	if (fp != stdin)
 		fclose(fp);
