@@ -196,16 +196,20 @@ struct fwd_args {
 	float sl;                  /* scale * log2(e) */
 };
 
-enum { FBQ = 128, FBK = 64, FNT = 128 };
+enum { FBQ = 128, FBK = 64, FNT = 128, FSUB = 32 };
 
-template <int HD> constexpr int fwd_smem() { return (FBQ + 2 * FBK) * HD * 2; }
+template <int HD> constexpr int fwd_smem() { return (FBQ + 4 * FBK) * HD * 2; }
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 {
-	constexpr int MI = 2, NB = FBK / 8, ND = HD / 8, KS = HD / 16;
+	/* Scores in 32-key halves of the 64-key tile: 32 fewer live registers
+	 * than a whole tile, which is what keeps HD = 128 out of spills. */
+	constexpr int MI = 2, NB = FSUB / 8, ND = HD / 8, KS = HD / 16;
+	constexpr uint32_t KVB = FBK * HD * 2;     /* bytes of one K or V buffer */
 	extern __shared__ __align__(128) unsigned char smem[];
-	T *sQ = (T *)smem, *sK = sQ + FBQ * HD, *sV = sK + FBK * HD;
+	T *sQ = (T *)smem, *sK = sQ + FBQ * HD;    /* sK[2], then sV[2] */
+	T *sV = sK + 2 * FBK * HD;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int h = blockIdx.x, qt = a.order[blockIdx.y], b = blockIdx.z;
 	const int q0 = qt * FBQ, hk = h / a.group, r = (h / a.mgroup) * a.nqt + qt;
@@ -217,8 +221,10 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 
 	int e = a.row[r], t = e < e1 ? a.ent[e].t0 : 0;
 	load_tile<T, FBQ, HD, FNT>(sQ, Q + (int64_t)q0 * ldq, ldq, a.sq - q0, tid);
-	if (e < e1)
+	if (e < e1) {
 		load_tile<T, FBK, HD, FNT>(sK, K + (int64_t)t * FBK * ldk, ldk, a.sk - t * FBK, tid);
+		load_tile<T, FBK, HD, FNT>(sV, V + (int64_t)t * FBK * ldk, ldk, a.sk - t * FBK, tid);
+	}
 	cp_commit();
 
 	float acc[MI][ND][4], m[MI][2], l[MI][2];
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 	const swa<HD> aQ(sQ, warp * 32 + (lane & 15), lane >> 4);
 	const swa<HD> aK(sK, (lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1);
 	const swa<HD> aV(sV, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
-	while (e < e1) {
+	for (int buf = 0; e < e1; buf ^= 1) {
 		const plan_ent E = a.ent[e];
 		int ne = e, nt = t + 1;
 		if (nt >= E.t1) {
@@ -243,121 +249,124 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 		}
 		const int k0 = t * FBK;
 		cp_wait<0>();
-		__syncthreads();        /* K_t landed; every warp is done with V_{t-1} */
-		load_tile<T, FBK, HD, FNT>(sV, V + (int64_t)k0 * ldk, ldk, a.sk - k0, tid);
-		cp_commit();
+		__syncthreads();        /* tile t landed; every warp is done with t-1 */
+		if (ne < e1) {
+			const int64_t off = (int64_t)nt * FBK * ldk;
+			load_tile<T, FBK, HD, FNT>(sK + (buf ^ 1) * FBK * HD, K + off, ldk, a.sk - nt * FBK, tid);
+			load_tile<T, FBK, HD, FNT>(sV + (buf ^ 1) * FBK * HD, V + off, ldk, a.sk - nt * FBK, tid);
+			cp_commit();
+		}
+		const uint32_t boff = buf * KVB;
+		const bool need = E.ncut > 0 || k0 + FBK > a.sk;
 
-		float s[MI][NB][4];
 #pragma unroll
-		for (int i = 0; i < MI; i++)
-#pragma unroll
-			for (int j = 0; j < NB; j++)
-				s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0;
-#pragma unroll
-		for (int ks = 0; ks < KS; ks++) {
-			uint32_t qa[MI][4];
+		for (int hf = 0; hf < FBK / FSUB; hf++) {
+			float s[MI][NB][4];
 #pragma unroll
 			for (int i = 0; i < MI; i++)
-				ldsm4(qa[i], aQ.at(i * 16, ks));
 #pragma unroll
-			for (int j = 0; j < NB / 2; j++) {
-				uint32_t kb[4];
-				ldsm4(kb, aK.at(j * 16, ks));
+				for (int j = 0; j < NB; j++)
+					s[i][j][0] = s[i][j][1] = s[i][j][2] = s[i][j][3] = 0;
 #pragma unroll
-				for (int i = 0; i < MI; i++) {
-					dt<T>::mma(s[i][2 * j], qa[i], kb);
-					dt<T>::mma(s[i][2 * j + 1], qa[i], kb + 2);
+			for (int ks = 0; ks < KS; ks++) {
+				uint32_t qa[MI][4];
+#pragma unroll
+				for (int i = 0; i < MI; i++)
+					ldsm4(qa[i], aQ.at(i * 16, ks));
+#pragma unroll
+				for (int j = 0; j < NB / 2; j++) {
+					uint32_t kb[4];
+					ldsm4(kb, aK.at(hf * FSUB + j * 16, ks) + boff);
+#pragma unroll
+					for (int i = 0; i < MI; i++) {
+						dt<T>::mma(s[i][2 * j], qa[i], kb);
+						dt<T>::mma(s[i][2 * j + 1], qa[i], kb + 2);
+					}
 				}
 			}
-		}
 
-		/* Full tiles skip this; partial ones and the ragged last k-tile
-		 * mask exactly.  Rows past sq need nothing: they are not stored. */
-		if (E.ncut > 0 || k0 + FBK > a.sk) {
-			uint64_t ok = E.ncut > 0 ? 0 : ~0ull;
-			for (int c = 0; c < E.ncut; c++) {
-				const dcut C(a.cut[E.cut0 + c]);
+			/* Full tiles skip this; partial ones and the ragged last
+			 * k-tile mask exactly.  Rows past sq are never stored. */
+			if (need) {
+				const int kb0 = k0 + hf * FSUB;
+				uint32_t ok = E.ncut > 0 ? 0 : ~0u;
+				for (int c = 0; c < E.ncut; c++) {
+					const dcut C(a.cut[E.cut0 + c]);
+#pragma unroll
+					for (int i = 0; i < MI; i++)
+#pragma unroll
+						for (int j = 0; j < NB; j++)
+#pragma unroll
+							for (int x = 0; x < 4; x++) {
+								int qq = q0 + warp * 32 + i * 16 + (lane >> 2) + (x >> 1) * 8;
+								int kk = kb0 + j * 8 + (lane & 3) * 2 + (x & 1);
+								ok |= (uint32_t)C.allows(qq, kk) << ((i * NB + j) * 4 + x);
+							}
+				}
 #pragma unroll
 				for (int i = 0; i < MI; i++)
 #pragma unroll
 					for (int j = 0; j < NB; j++)
 #pragma unroll
 						for (int x = 0; x < 4; x++) {
-							int qq = q0 + warp * 32 + i * 16 + (lane >> 2) + (x >> 1) * 8;
-							int kk = k0 + j * 8 + (lane & 3) * 2 + (x & 1);
-							if (C.allows(qq, kk))
-								ok |= 1ull << ((i * NB + j) * 4 + x);
+							int kk = kb0 + j * 8 + (lane & 3) * 2 + (x & 1);
+							if (kk >= a.sk || !((ok >> ((i * NB + j) * 4 + x)) & 1))
+								s[i][j][x] = -INFINITY;
 						}
 			}
+
+			/* Online softmax in the log2 domain.  A row with nothing
+			 * allowed so far keeps m = -inf; its offset is 0, so no
+			 * inf - inf. */
 #pragma unroll
 			for (int i = 0; i < MI; i++)
 #pragma unroll
-				for (int j = 0; j < NB; j++)
+				for (int rr = 0; rr < 2; rr++) {
+					float mx = m[i][rr];
 #pragma unroll
-					for (int x = 0; x < 4; x++) {
-						int kk = k0 + j * 8 + (lane & 3) * 2 + (x & 1);
-						if (kk >= a.sk || !((ok >> ((i * NB + j) * 4 + x)) & 1))
-							s[i][j][x] = -INFINITY;
+					for (int j = 0; j < NB; j++)
+						mx = fmaxf(mx, fmaxf(s[i][j][2 * rr], s[i][j][2 * rr + 1]));
+					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+					const float off = mx == -INFINITY ? 0.f : mx * a.sl;
+					const float alpha = ex2(m[i][rr] * a.sl - off);
+					m[i][rr] = mx;
+					float sum = 0;
+#pragma unroll
+					for (int j = 0; j < NB; j++) {
+						float p0 = ex2(fmaf(s[i][j][2 * rr], a.sl, -off));
+						float p1 = ex2(fmaf(s[i][j][2 * rr + 1], a.sl, -off));
+						s[i][j][2 * rr] = p0;
+						s[i][j][2 * rr + 1] = p1;
+						sum += p0 + p1;
 					}
-		}
-
-		cp_wait<0>();
-		__syncthreads();        /* V_t landed; every warp is done with K_t */
-		if (ne < e1) {
-			load_tile<T, FBK, HD, FNT>(sK, K + (int64_t)nt * FBK * ldk, ldk, a.sk - nt * FBK, tid);
-			cp_commit();
-		}
-
-		/* Online softmax in the log2 domain.  A row with nothing allowed
-		 * so far keeps m = -inf; its offset is taken as 0 so no inf-inf. */
+					l[i][rr] = l[i][rr] * alpha + sum;
 #pragma unroll
-		for (int i = 0; i < MI; i++)
-#pragma unroll
-			for (int rr = 0; rr < 2; rr++) {
-				float mx = m[i][rr];
-#pragma unroll
-				for (int j = 0; j < NB; j++)
-					mx = fmaxf(mx, fmaxf(s[i][j][2 * rr], s[i][j][2 * rr + 1]));
-				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-				const float off = mx == -INFINITY ? 0.f : mx * a.sl;
-				const float alpha = ex2(m[i][rr] * a.sl - off);
-				m[i][rr] = mx;
-				float sum = 0;
-#pragma unroll
-				for (int j = 0; j < NB; j++) {
-					float p0 = ex2(fmaf(s[i][j][2 * rr], a.sl, -off));
-					float p1 = ex2(fmaf(s[i][j][2 * rr + 1], a.sl, -off));
-					s[i][j][2 * rr] = p0;
-					s[i][j][2 * rr + 1] = p1;
-					sum += p0 + p1;
+					for (int j = 0; j < ND; j++) {
+						acc[i][j][2 * rr] *= alpha;
+						acc[i][j][2 * rr + 1] *= alpha;
+					}
 				}
-				l[i][rr] = l[i][rr] * alpha + sum;
-#pragma unroll
-				for (int j = 0; j < ND; j++) {
-					acc[i][j][2 * rr] *= alpha;
-					acc[i][j][2 * rr + 1] *= alpha;
-				}
-			}
 
 #pragma unroll
-		for (int kk = 0; kk < FBK / 16; kk++) {
-			uint32_t pa[MI][4];
-#pragma unroll
-			for (int i = 0; i < MI; i++) {
-				pa[i][0] = dt<T>::pack(s[i][2 * kk][0], s[i][2 * kk][1]);
-				pa[i][1] = dt<T>::pack(s[i][2 * kk][2], s[i][2 * kk][3]);
-				pa[i][2] = dt<T>::pack(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
-				pa[i][3] = dt<T>::pack(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
-			}
-#pragma unroll
-			for (int j = 0; j < ND / 2; j++) {
-				uint32_t vb[4];
-				ldsm4t(vb, aV.at(kk * 16, j));
+			for (int kk = 0; kk < FSUB / 16; kk++) {
+				uint32_t pa[MI][4];
 #pragma unroll
 				for (int i = 0; i < MI; i++) {
-					dt<T>::mma(acc[i][2 * j], pa[i], vb);
-					dt<T>::mma(acc[i][2 * j + 1], pa[i], vb + 2);
+					pa[i][0] = dt<T>::pack(s[i][2 * kk][0], s[i][2 * kk][1]);
+					pa[i][1] = dt<T>::pack(s[i][2 * kk][2], s[i][2 * kk][3]);
+					pa[i][2] = dt<T>::pack(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+					pa[i][3] = dt<T>::pack(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+				}
+#pragma unroll
+				for (int j = 0; j < ND / 2; j++) {
+					uint32_t vb[4];
+					ldsm4t(vb, aV.at(hf * FSUB + kk * 16, j) + boff);
+#pragma unroll
+					for (int i = 0; i < MI; i++) {
+						dt<T>::mma(acc[i][2 * j], pa[i], vb);
+						dt<T>::mma(acc[i][2 * j + 1], pa[i], vb + 2);
+					}
 				}
 			}
 		}
