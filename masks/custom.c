@@ -35,7 +35,7 @@ int pat_custom(struct mask *m, const struct pattern_args *a, char *err, size_t e
 	}
 	base = strrchr(path, '/') ? strrchr(path, '/') + 1 : (char *)path;
 	mask_init(m, a->s, a->s, "custom", "");
-	pat_param(m, "file=%.200s", base);
+	pat_param(m, "file=%.200s", fp == stdin ? "stdin" : base);
 	while (getline(&line, &cap, fp) != -1) {
 		int64_t v[4];
 		int nf = 0, kind;
