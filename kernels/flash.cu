@@ -785,8 +785,6 @@ static const char *fl_check(const struct attn_shape *s, const struct mask *m, in
 		return "dtype must be bf16 or fp16";
 	if (s->hkv < 1 || s->hq % s->hkv != 0 || m->heads < 1 || s->hq % m->heads != 0)
 		return "heads_q must be a multiple of heads_kv and of the mask heads";
-	if (m->heads > 1 && m->heads != s->hkv && m->heads != s->hq)
-		return "mask heads must be 1, heads_kv or heads_q";
 	if (s->sq >= INT32_MAX - 256 || s->sk >= INT32_MAX - 256)
 		return "sequence longer than 2^31";
 	if ((s->sq + FBQ - 1) / FBQ > 65535 || (s->sk + BBK - 1) / BBK > 65535 ||

@@ -1,0 +1,139 @@
+#!/bin/sh
+# GPU tests and benchmarks of the flash kernel through kbench.
+#   flash.sh [check]   kbench --check -k flash over every maskgen pattern at
+#                      S = 1000 (1024 where the pattern needs blocks), fwd and
+#                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
+#                      odd lengths (3001) and batch 2: every row must be ok.
+#   flash.sh bench     kbench -k flash,naive on full and causal at 8K-32K and
+#                      flash on every other pattern at 32K (64:8, hd 128, bf16)
+#   flash.sh matrix    the paper's matrix: every pattern x S in 1..48K,
+#                      fwd and bwd, flash and naive
+# Rows go to $OUT (default build/) as flash-check.tsv, flash-bench.tsv,
+# flash-matrix.tsv; kbench's -v lines to the matching .err file.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-build}
+KBENCH=${KBENCH:-bin/kbench}
+TMO=${TMO:-240}                   # seconds for one kbench run: a hang is a failure
+MASKGEN=${MASKGEN:-bin/maskgen}
+M=build/flash-masks
+mode=${1:-check}
+mkdir -p "$M" "$OUT"
+[ -x "$KBENCH" ] && [ -x "$MASKGEN" ] || { echo "not ok flash: build kbench and maskgen first"; exit 1; }
+
+# gen NAME S [maskgen options]: the pattern NAME at S tokens into $M/NAME.S.amask
+gen() {
+	p=$1 n=$2; shift 2
+	[ -s "$M/$p.$n.amask" ] && return 0
+	"$MASKGEN" -p "$p" -n "$n" -s 3 "$@" -o "$M/$p.$n.amask" || { echo "not ok flash maskgen $p $n"; rc=1; }
+}
+
+# every pattern at about S tokens, with windows and blocks scaled to S
+allmasks() {
+	n=$1
+	for p in full causal full_document causal_document share_question causal_blockwise \
+	    prefix_lm_causal prefix_lm_document qk_sparse hash_sparse random_eviction; do
+		gen $p $n
+	done
+	gen sliding_window $n -w $((n / 10))
+	gen sliding_window_causal $n -w $((n / 10))
+	gen global_sliding_window $n -w $((n / 10)) -g $((n / 25))
+	gen block_sparse_uniform $n -B 64 -H 2 --ratio 0.3
+	gen block_sparse_variable $n -H 2 --min-block 32 --avg-block $((n / 10)) --ratio 0.4
+	b=$(( (n + 7) / 8 ))
+	gen block_causal_document $((b * 8)) -B $b
+	h=$((n / 2)) f=$((n / 5))
+	printf '0 %d 0 %d full\n%d %d %d %d causal\n%d %d %d %d bicausal\n%d %d %d %d invcausal\n' \
+	    $h $((3 * f / 2)) $h $n $f $((h + f)) $((f / 2)) $((2 * f)) $h $((n - f)) \
+	    $((h + h / 5)) $n $((n - f)) $n >"$M/custom.$n.txt"
+	gen custom $n -f "$M/custom.$n.txt"
+}
+
+# rows FILE TAG: ok/not ok per row of a kbench TSV (status must be ok)
+rows() {
+	awk -F'\t' -v tag="$2" '
+	    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+	    { t = "flash " $c["mask"] " " $c["seqlen_q"] " " $c["pass"] " " $c["dtype"] " " \
+	          $c["heads_q"] ":" $c["heads_kv"] " hd" $c["head_dim"] " b" $c["batch"] tag
+	      if ($c["status"] == "ok") print "ok " t; else { print "not ok " t ": " $c["status"]; bad = 1 } }
+	    END { exit bad }' "$1"
+}
+
+# kb TAG KBENCH-ARGS...: one kbench --check run, appended to flash-check.*
+kb() {
+	tag=$1; shift
+	timeout $TMO "$KBENCH" --check -v -k flash -w 1 -n 2 "$@" >"$OUT/kb.tsv" 2>>"$OUT/flash-check.err"
+	[ -s "$OUT/kb.tsv" ] || { echo "not ok flash $tag: kbench wrote nothing"; rc=1; return; }
+	if [ -s "$OUT/flash-check.tsv" ]; then tail -n +2 "$OUT/kb.tsv" >>"$OUT/flash-check.tsv"
+	else cp "$OUT/kb.tsv" "$OUT/flash-check.tsv"; fi
+	rows "$OUT/kb.tsv" "" || rc=1
+	rm -f "$OUT/kb.tsv"
+}
+
+rc=0
+case $mode in
+check)
+	: >"$OUT/flash-check.err"
+	rm -f "$OUT/flash-check.tsv"
+	allmasks 1000
+	for p in causal causal_document sliding_window block_sparse_variable; do
+		gen $p 3001 -w 300 -H 2 --min-block 32 --avg-block 300 --ratio 0.4
+	done
+	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
+	kb "fp16 4:4 hd64" -t fp16 -H 4:4 -D 64 $M/*.1000.amask
+	kb "bf16 8:2 hd64" -t bf16 -H 8:2 -D 64 $M/causal.1000.amask $M/full_document.1000.amask \
+	    $M/block_sparse_uniform.1000.amask
+	kb "fp16 8:2 hd128" -t fp16 -H 8:2 -D 128 $M/causal.1000.amask $M/share_question.1000.amask \
+	    $M/block_sparse_variable.1000.amask
+	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
+	kb "odd fp16 4:1 hd128" -t fp16 -H 4:1 -D 128 $M/causal.3001.amask $M/sliding_window.3001.amask
+	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
+	;;
+bench)
+	for n in 8192 16384 32768; do
+		gen full $n
+		gen causal $n
+	done
+	timeout $TMO "$KBENCH" -v -k flash,naive -w 3 -n 10 $M/full.8192.amask $M/causal.8192.amask \
+	    $M/full.16384.amask $M/causal.16384.amask $M/full.32768.amask $M/causal.32768.amask \
+	    >"$OUT/flash-bench.tsv" 2>"$OUT/flash-bench.err" || rc=1
+	n=32768
+	for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
+	    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
+	    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
+	    random_eviction; do
+		gen $p $n
+	done
+	ls $M/*.$n.amask | grep -v -e '/full\.' -e '/causal\.' | xargs timeout $TMO "$KBENCH" -v -k flash -w 2 -n 5 \
+	    >"$OUT/flash-bench2.tsv" 2>>"$OUT/flash-bench.err" || rc=1
+	tail -n +2 "$OUT/flash-bench2.tsv" >>"$OUT/flash-bench.tsv"
+	# O(S) memory: 1M tokens at 64:8 (a window keeps the time short)
+	gen sliding_window 1M
+	timeout $TMO "$KBENCH" -v -k flash -w 0 -n 1 $M/sliding_window.1M.amask \
+	    >"$OUT/flash-bench2.tsv" 2>>"$OUT/flash-bench.err" || rc=1
+	tail -n +2 "$OUT/flash-bench2.tsv" >>"$OUT/flash-bench.tsv"
+	rm -f "$OUT/flash-bench2.tsv"
+	cut -f2,3,4,12,16,18,21,22 "$OUT/flash-bench.tsv"
+	;;
+matrix)
+	: >"$OUT/flash-matrix.err"
+	first=1
+	for n in 1024 2048 4096 8192 16384 24576 32768 40960 49152; do
+		for p in full causal full_document causal_document share_question causal_blockwise \
+		    prefix_lm_causal prefix_lm_document sliding_window sliding_window_causal \
+		    global_sliding_window block_causal_document block_sparse_uniform \
+		    block_sparse_variable qk_sparse hash_sparse random_eviction; do
+			gen $p $n
+		done
+		timeout $TMO "$KBENCH" -k flash,naive -w 2 -n 5 $M/*.$n.amask >"$OUT/kb.tsv" 2>>"$OUT/flash-matrix.err" || rc=1
+		if [ $first = 1 ]; then cp "$OUT/kb.tsv" "$OUT/flash-matrix.tsv"; first=0
+		else tail -n +2 "$OUT/kb.tsv" >>"$OUT/flash-matrix.tsv"; fi
+	done
+	rm -f "$OUT/kb.tsv"
+	;;
+*)
+	echo "usage: flash.sh [check|bench|matrix]" >&2
+	exit 2
+	;;
+esac
+exit $rc
