@@ -6,6 +6,8 @@
 #                      odd lengths (3001) and batch 2: every row must be ok.
 #   flash.sh bench     kbench -k flash,naive on full and causal at 8K-32K and
 #                      flash on every other pattern at 32K (64:8, hd 128, bf16)
+#   flash.sh sass      instruction counts per kernel from cuobjdump (HMMA,
+#                      LDSM, LDGSTS, local-memory spills, reductions)
 #   flash.sh matrix    the paper's matrix: every pattern x S in 1..48K,
 #                      fwd and bwd, flash and naive
 # Rows go to $OUT (default build/) as flash-check.tsv, flash-bench.tsv,
@@ -114,6 +116,15 @@ bench)
 	tail -n +2 "$OUT/flash-bench2.tsv" >>"$OUT/flash-bench.tsv"
 	rm -f "$OUT/flash-bench2.tsv"
 	cut -f2,3,4,12,16,18,21,22 "$OUT/flash-bench.tsv"
+	;;
+sass)
+	cuobjdump --dump-sass build/kernels/flash.cu.o >"$OUT/flash.sass" || exit 1
+	awk '/Function :/ { f = $3; k[f] = 1 }
+	    /HMMA/ { h[f]++ } /LDSM/ { l[f]++ } /LDGSTS/ { g[f]++ } /LDL|STL/ { s[f]++ }
+	    /RED|ATOM/ { r[f]++ } /MUFU.EX2/ { e[f]++ }
+	    END { for (f in k) printf "%s HMMA %d LDSM %d LDGSTS %d EX2 %d LDL+STL %d RED %d\n",
+	          f, h[f], l[f], g[f], e[f], s[f], r[f] }' "$OUT/flash.sass" | sort
+	gzip -f "$OUT/flash.sass"
 	;;
 matrix)
 	: >"$OUT/flash-matrix.err"
