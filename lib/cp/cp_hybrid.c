@@ -66,14 +66,23 @@ static void a2a_in(struct cp_run *r, struct hyb *h, const void *x, int H, int Hl
 	size_t es = r->es, c = r->c, d = r->d, b = r->b;
 	size_t blk = b * c * Hl * d, ns = b * c * H * d, nl = b * h->Sl * Hl * d;
 
+	/* With one sequence, what arrives is already [Sl][Hl][d]: receive in
+	 * place, a tensor at a time. */
+	if (b == 1 && nt > 1) {
+		for (int t = 0; t < nt; t++)
+			a2a_in(r, h, (const char *)x + t * ns * es, H, Hl, kv, 1, (char *)out + t * nl * es);
+		return;
+	}
 	for (int i = 0; i < h->U; i++) {
 		int h0 = kv ? kvh0(r, h, i) : i * Hl;
 		for (int t = 0; t < nt; t++)
 			ops_copy2d(&r->x, (char *)h->sb + ((size_t)i * nt + t) * blk * es, Hl * d * es,
 			           (const char *)x + (t * ns + h0 * d) * es, H * d * es, Hl * d * es, b * c, 0);
 	}
-	if (comm_alltoall(h->uc, h->sb, h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
+	if (comm_alltoall(h->uc, h->sb, b == 1 ? out : h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
 		cp_commfail(r, "all-to-all");
+	if (b == 1)
+		return;
 	for (int j = 0; j < h->U; j++)
 		for (int t = 0; t < nt; t++)
 			ops_copy2d(&r->x, (char *)out + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
@@ -88,13 +97,23 @@ static void a2a_out(struct cp_run *r, struct hyb *h, const void *in, int H, int 
 {
 	size_t es = r->es, c = r->c, d = r->d, b = r->b;
 	size_t blk = b * c * Hl * d, ns = b * c * H * d, nl = b * h->Sl * Hl * d;
+	const void *sb = in;
 
-	for (int j = 0; j < h->U; j++)
+	if (b == 1 && nt > 1 && !(kv && h->repl)) {
 		for (int t = 0; t < nt; t++)
-			ops_copy2d(&r->x, (char *)h->sb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
-			           (const char *)in + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
-			           c * Hl * d * es, b, 0);
-	if (comm_alltoall(h->uc, h->sb, h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
+			a2a_out(r, h, (const char *)in + t * nl * es, H, Hl, kv, 1, (char *)out + t * ns * es);
+		return;
+	}
+	/* One sequence: [Sl][Hl][d] is already in blocks by destination. */
+	if (b > 1 || nt > 1) {
+		sb = h->sb;
+		for (int j = 0; j < h->U; j++)
+			for (int t = 0; t < nt; t++)
+				ops_copy2d(&r->x, (char *)h->sb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
+				           (const char *)in + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
+				           c * Hl * d * es, b, 0);
+	}
+	if (comm_alltoall(h->uc, sb, h->rb, nt * blk, r->type, r->x.stream[0]) < 0)
 		cp_commfail(r, "all-to-all");
 	if (kv && h->repl) {
 		ops_zero(&r->x, h->ftmp, nt * ns * sizeof(float), 0);
