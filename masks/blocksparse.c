@@ -25,16 +25,91 @@ static inline void setbit(uint8_t *bits, uint64_t n)
 	bits[n / 8] |= (uint8_t)(1u << (n % 8));
 }
 
+/* Uniform in [0,n) from 32 bits (Lemire, with rejection, so unbiased):
+ * two draws per 64-bit output halve the generator's share of the time. */
+struct gen {
+	struct rng r;         /* a local copy stays in registers; stores through
+	                         perm and bits could otherwise alias it */
+	uint64_t spare;
+	int nspare;
+};
+
+static inline uint32_t next32(struct gen *g)
+{
+	if (g->nspare == 0) {
+		g->spare = rng_next(&g->r);
+		g->nspare = 2;
+	}
+	return (uint32_t)(g->spare >> (32 * --g->nspare));
+}
+
+static inline uint32_t below32(struct gen *g, uint32_t n)
+{
+	uint64_t m = (uint64_t)next32(g) * n;
+
+	if ((uint32_t)m < n) {
+		uint32_t t = (uint32_t)(-n) % n;
+
+		while ((uint32_t)m < t)
+			m = (uint64_t)next32(g) * n;
+	}
+	return (uint32_t)(m >> 32);
+}
+
+/* Random words, then random bits flipped until exactly keep are set: each
+ * step treats every position alike, so the kept set is a uniform k-subset,
+ * at n/64 + |n/2 - keep| + O(sqrt n) draws instead of min(keep, n - keep). */
+static void keep_bits(struct mask *m, struct gen *g, uint64_t base, uint64_t *w, int64_t n, int64_t keep)
+{
+	int64_t nw = (n + 63) / 64, set = 0;
+
+	for (int64_t x = 0; x < nw; x++) {
+		w[x] = rng_next(&g->r);
+		if (x == nw - 1 && n % 64)
+			w[x] &= ((uint64_t)1 << (n % 64)) - 1;
+		set += __builtin_popcountll(w[x]);
+	}
+	while (set != keep) {
+		uint32_t j = below32(g, (uint32_t)n);
+		uint64_t bit = (uint64_t)1 << (j % 64);
+
+		if (set > keep && (w[j / 64] & bit)) {
+			w[j / 64] &= ~bit;
+			set--;
+		} else if (set < keep && !(w[j / 64] & bit)) {
+			w[j / 64] |= bit;
+			set++;
+		}
+	}
+	if (base % 8 == 0) {
+		uint8_t *p = m->bits + base / 8;
+
+		for (int64_t y = 0; y < (n + 7) / 8; y++)
+			p[y] |= (uint8_t)(w[y / 8] >> (8 * (y % 8)));
+		return;
+	}
+	for (int64_t x = 0; x < nw; x++)
+		for (uint64_t v = w[x]; v; v &= v - 1)
+			setbit(m->bits, base + (uint64_t)(x * 64 + __builtin_ctzll(v)));
+}
+
 /* Partial Fisher-Yates on a permutation that is never reset: any
  * permutation is as good a start as the identity. */
-static void keep_row(struct mask *m, struct rng *r, int h, int64_t i, int64_t *perm, int64_t n, int64_t keep)
+static void keep_row(struct mask *m, struct gen *g, int h, int64_t i, int64_t *perm, uint64_t *w,
+                     int64_t n, int64_t keep)
 {
 	uint64_t base = ((uint64_t)h * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)n;
+	int64_t fy = keep < n - keep ? keep : n - keep, dist = keep > n / 2 ? keep - n / 2 : n / 2 - keep;
+
+	if (n / 64 + dist + 4 * (int64_t)sqrt((double)n) < fy) {
+		keep_bits(m, g, base, w, n, keep);
+		return;
+	}
 	int drop = keep > n / 2;
 	int64_t pick = drop ? n - keep : keep, t, j;
 
 	for (int64_t x = 0; x < pick; x++) {
-		j = x + (int64_t)rng_below(r, (uint64_t)(n - x));
+		j = x + (int64_t)below32(g, (uint32_t)(n - x));
 		t = perm[x];
 		perm[x] = perm[j];
 		perm[j] = t;
@@ -51,21 +126,22 @@ static void keep_row(struct mask *m, struct rng *r, int h, int64_t i, int64_t *p
 static int fill(struct mask *m, const struct pattern_args *a, int heads, double ratio)
 {
 	int64_t keep = llround(ratio * (double)m->nkb), *perm;
+	uint64_t *w = xmalloc((size_t)(m->nkb + 63) / 64 * sizeof *w);
+	struct gen g;
 
 	if (keep < 1)
 		keep = 1;
 	perm = xmalloc((size_t)m->nkb * sizeof *perm);
 	for (int64_t j = 0; j < m->nkb; j++)
 		perm[j] = j;
-	/* a local copy keeps the generator in registers: the stores through
-	 * perm and bits could otherwise alias it */
-	struct rng r = *a->rng;
+	g = (struct gen){ *a->rng, 0, 0 };
 
 	for (int h = 0; h < heads; h++)
 		for (int64_t i = 0; i < m->nqb; i++)
-			keep_row(m, &r, h, i, perm, m->nkb, keep);
-	*a->rng = r;
+			keep_row(m, &g, h, i, perm, w, m->nkb, keep);
+	*a->rng = g.r;
 	free(perm);
+	free(w);
 	return 0;
 }
 

@@ -420,6 +420,50 @@ int main(void)
 		mask_free(&m);
 	}
 
+	/* Many key blocks: both ways of drawing a row (random words fixed up,
+	 * partial Fisher-Yates) keep exactly round(ratio * n) per row, and
+	 * every column is kept about ratio of the time (6 sigma). */
+	for (int v = 0; v < 2; v++) {
+		double ratio = v == 0 ? 0.5 : 0.3;
+		struct pattern_args a = defaults(5);
+		struct mask m;
+		struct rng rr;
+		char err[256];
+		int good = 1;
+		int64_t keep, *col;
+		double sd;
+
+		rng_seed(&rr, 5);
+		a.rng = &rr;
+		a.s = 4096;
+		a.block = 4;
+		a.ratio = ratio;
+		a.heads = 2;
+		if (pattern_find("block_sparse_uniform")->build(&m, &a, err, sizeof err) == -1) {
+			ok(0, "block_sparse_uniform 1024 blocks: %s", err);
+			continue;
+		}
+		keep = llround(ratio * 1024);
+		col = calloc(1024, sizeof *col);
+		for (int h = 0; h < 2; h++)
+			for (int64_t i = 0; i < m.nqb; i++) {
+				int64_t n = 0;
+
+				for (int64_t j = 0; j < m.nkb; j++) {
+					n += mask_getblock(&m, h, i, j);
+					col[j] += mask_getblock(&m, h, i, j);
+				}
+				good &= n == keep;
+			}
+		sd = sqrt(2048 * ratio * (1 - ratio));
+		for (int64_t j = 0; j < 1024; j++)
+			good &= fabs((double)col[j] - 2048 * ratio) < 6 * sd;
+		ok(good, "block_sparse_uniform 1024 x 1024 blocks, ratio %.1f: %lld per row, columns uniform", ratio,
+		    (long long)keep);
+		free(col);
+		mask_free(&m);
+	}
+
 	/* custom: a slice list against the FFA definitions */
 	{
 		char path[] = "/tmp/pattern_custom.XXXXXX";
