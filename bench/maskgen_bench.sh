@@ -1,3 +1,6 @@
+# CPU time from perf (task-clock, exact) when it works, else time(1) (10 ms steps)
+PERF=
+perf stat -x, -e task-clock -o /dev/null -- true 2>/dev/null && PERF=yes
 #!/bin/sh
 # maskgen's speed targets (issue 2, item 4), measured, not asserted:
 #   a 3M-token causal_document mask             <= 50 ms
@@ -24,10 +27,18 @@ run() {
 	i=0
 	while [ $i -lt "$N" ]; do
 		s=$(date +%s%N)
-		/usr/bin/time -f '%U %S' -o "$T/t" "$@" >"$T/stdout"
+		if [ -n "$PERF" ]; then
+			perf stat -x, -e task-clock -o "$T/t" -- "$@" >"$T/stdout"
+		else
+			/usr/bin/time -f '%U %S' -o "$T/t" "$@" >"$T/stdout"
+		fi
 		e=$(date +%s%N)
 		echo $(( (e - s) / 1000 )) >>"$T/wall"
-		awk '{ printf "%d\n", ($1 + $2) * 1e6 }' "$T/t" >>"$T/cpu"
+		if [ -n "$PERF" ]; then
+			awk -F, '/task-clock/ { printf "%d\n", $1 * 1000 }' "$T/t" >>"$T/cpu"
+		else
+			awk '{ printf "%d\n", ($1 + $2) * 1e6 }' "$T/t" >>"$T/cpu"
+		fi
 		i=$((i + 1))
 	done
 	wmed=$(sort -n "$T/wall" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] / 1000 }')
