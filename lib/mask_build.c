@@ -267,9 +267,10 @@ static int check_slices(struct mask *m, int sorted, char *err, size_t errlen)
 			return fail(err, errlen, "slice %zu: k range [%lld,%lld) outside [0,%lld)", i,
 			    (long long)s->k0, (long long)s->k1, (long long)m->sk);
 	}
-	if (!sorted)
-		qsort(m->slices, m->nslices, sizeof *m->slices, mask_slice_cmp);
-	else
+	if (!sorted) {
+		if (m->nslices > 1)
+			qsort(m->slices, m->nslices, sizeof *m->slices, mask_slice_cmp);
+	} else
 		for (size_t i = 1; i < m->nslices; i++)
 			if (mask_slice_cmp(&m->slices[i - 1], &m->slices[i]) >= 0)
 				return fail(err, errlen, "slices %zu and %zu out of order", i - 1, i);

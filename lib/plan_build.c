@@ -107,7 +107,8 @@ static void sort_events(struct pb *b)
 	struct ev *tmp;
 
 	if (b->nev < 16 || b->nev * 8 < nk) {
-		qsort(b->ev, b->nev, sizeof *b->ev, ev_cmp);
+		if (b->nev > 1)
+			qsort(b->ev, b->nev, sizeof *b->ev, ev_cmp);
 		return;
 	}
 	if (b->capcount < nkeys + 1) {

@@ -128,7 +128,8 @@ int plan_transpose(struct plan *t, const struct plan *p, char *err, size_t errle
 		w.oom = 1;
 		goto done;
 	}
-	memcpy(t->cut, p->cut, (size_t)p->ncut * sizeof *p->cut);
+	if (p->ncut > 0)
+		memcpy(t->cut, p->cut, (size_t)p->ncut * sizeof *p->cut);
 	for (int32_t h = 0; h < p->heads && !w.oom; h++) {
 		int32_t pe0 = 0, pe1 = 0;          /* previous row's entries */
 		for (int32_t k = 0; k < nk; k++)
@@ -153,7 +154,8 @@ int plan_transpose(struct plan *t, const struct plan *p, char *err, size_t errle
 		goto done;
 	}
 	/* stable by (row, t0): entries of one row were made in ascending order */
-	qsort(w.t, w.n, sizeof *w.t, tent_cmp);
+	if (w.n > 1)
+		qsort(w.t, w.n, sizeof *w.t, tent_cmp);
 	t->ent = malloc((w.n + 1) * sizeof *t->ent);
 	if (t->ent == NULL) {
 		w.oom = 1;
