@@ -23,6 +23,8 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 
 	if (job->ulysses > 0) {
 		U = job->ulysses;
+	} else if (job->ring > 0) {
+		U = w / job->ring;
 	} else {
 		U = ns >= 2 ? ns / 2 : 1;
 		while (U > 1 && (w % U || !divides_heads(job, U)))

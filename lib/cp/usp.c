@@ -6,7 +6,12 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 {
 	int w = comm_size(env->world), U, R;
 
-	U = job->ulysses > 0 ? job->ulysses : env->node_size > 0 ? env->node_size : w;
+	if (job->ulysses > 0)
+		U = job->ulysses;
+	else if (job->ring > 0)
+		U = w / job->ring;
+	else
+		U = env->node_size > 0 ? env->node_size : w;
 	if (U > w)
 		U = w;
 	R = job->ring > 0 ? job->ring : U > 0 ? w / U : 1;
