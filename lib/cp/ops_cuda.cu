@@ -129,15 +129,20 @@ void opsg_check(struct ops *x, const char *what)
 	fail(x, what, cudaGetLastError());
 }
 
+/* On stream 0 and waited for: the streams are non-blocking, so a plain
+ * cudaMemcpy (legacy stream) would not be ordered with their work. */
 void opsg_upload(struct ops *x, void *dst, const void *hsrc, size_t n)
 {
-	fail(x, "upload", cudaMemcpy(dst, hsrc, n, cudaMemcpyHostToDevice));
+	opsg_sync(x);
+	fail(x, "upload", cudaMemcpyAsync(dst, hsrc, n, cudaMemcpyHostToDevice, S(x, 0)));
+	fail(x, "upload", cudaStreamSynchronize(S(x, 0)));
 }
 
 void opsg_download(struct ops *x, void *hdst, const void *src, size_t n)
 {
 	opsg_sync(x);
-	fail(x, "download", cudaMemcpy(hdst, src, n, cudaMemcpyDeviceToHost));
+	fail(x, "download", cudaMemcpyAsync(hdst, src, n, cudaMemcpyDeviceToHost, S(x, 0)));
+	fail(x, "download", cudaStreamSynchronize(S(x, 0)));
 }
 
 void opsg_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_t spitch,
