@@ -270,8 +270,12 @@ int main(int argc, char *argv[])
 		errx(EXIT_BADINPUT, "%s: unknown pattern (maskgen -l lists them)", name);
 	if (a.s == -1)
 		errx(EXIT_BADINPUT, "-n SEQLEN is required");
-	if (lpath != NULL && !(pat->needs & PAT_DOCS) && strcmp(name, "block_causal_document") != 0)
+	if (lpath != NULL && !(pat->needs & (PAT_DOCS | PAT_OWNDOCS)))
 		errx(EXIT_BADINPUT, "-L: pattern %s takes no document lengths", name);
+	if ((dist != NULL || islong) && !(pat->needs & PAT_DOCS))
+		errx(EXIT_BADINPUT, "%s: pattern %s samples no documents from a histogram", dist ? "-d" : "--long", name);
+	if ((dist != NULL || islong) && lpath != NULL)
+		errx(EXIT_BADINPUT, "-L: the lengths are given, -d and --long have nothing to sample");
 	if (a.file != NULL && strcmp(name, "custom") != 0)
 		errx(EXIT_BADINPUT, "-f: only the custom pattern reads a slice list");
 	if (out == NULL && isatty(STDOUT_FILENO))

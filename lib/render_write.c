@@ -73,7 +73,7 @@ static int write_png(FILE *fp, const struct picture *pic)
 	*p++ = 0x78;        /* deflate, 32K window */
 	*p++ = 0x01;        /* no dictionary, fastest; (0x78 << 8 | 0x01) % 31 == 0 */
 	/* The raw image: each row a filter byte 0, then the pixels. */
-	while (at < raw || at == 0) {
+	do {
 		size_t n = raw - at < 65535 ? raw - at : 65535;
 		uint8_t *blk;
 
@@ -91,9 +91,7 @@ static int write_png(FILE *fp, const struct picture *pic)
 			s2 = (s2 + s1) % 65521;
 		}
 		at += n;
-		if (n == 0)
-			break;
-	}
+	} while (at < raw);
 	put32(p, s2 << 16 | s1);
 	p += 4;
 	put32(ihdr, (uint32_t)pic->w);

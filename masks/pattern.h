@@ -12,6 +12,7 @@
 enum {
 	PAT_DOCS = 1 << 0,     /* document lengths (from -L, or sampled) */
 	PAT_RANDOM = 1 << 1,   /* draws from the seed */
+	PAT_OWNDOCS = 1 << 2,  /* takes -L lengths, else makes its own (lens NULL) */
 };
 
 #define PAT_UNSET (-1)

@@ -22,7 +22,7 @@ const struct pattern pattern_table[] = {
 	{ "sliding_window", "|q - k| <= w", 0, pat_sliding_window },
 	{ "sliding_window_causal", "0 <= q - k <= w", 0, pat_sliding_window_causal },
 	{ "global_sliding_window", "|q - k| <= w or q < g or k < g", PAT_RANDOM, pat_global_sliding_window },
-	{ "block_causal_document", "per document, block row i sees blocks 0..i", PAT_RANDOM, pat_block_causal_document },
+	{ "block_causal_document", "per document, block row i sees blocks 0..i", PAT_RANDOM | PAT_OWNDOCS, pat_block_causal_document },
 	{ "block_sparse_uniform", "random key blocks per query-block row, one pattern per KV head", PAT_RANDOM, pat_block_sparse_uniform },
 	{ "block_sparse_variable", "as block_sparse_uniform on random variable-size blocks", PAT_RANDOM, pat_block_sparse_variable },
 	{ "qk_sparse", "causal minus query-row and key-column spans (FlashMask)", 0, pat_qk_sparse },
