@@ -138,29 +138,140 @@ int mask_finish(struct mask *m, char *err, size_t errlen)
  * newly adjacent pair is tested exactly over its whole common life
  * (Shamos-Hoey with moving intervals). */
 
-struct sweep {
-	const struct mask_slice *s;
-	size_t *act, nact;
+/* The live slices, in order: a list of chunks, so an insertion moves at most
+ * a chunk, not the whole set (thousands of live columns in eviction masks). */
+#define CHUNK 512
+
+struct chunk {
+	size_t n;
+	size_t v[CHUNK];
 };
 
-static int64_t lo_at(const struct sweep *w, size_t i, int64_t q)
+struct sweep {
+	const struct mask_slice *s;
+	struct chunk **c;
+	size_t nc, capc;
+};
+
+struct pos { size_t c, i; };
+
+static int64_t key(const struct sweep *w, size_t x, int64_t q)
 {
-	return mask_row_lo(&w->s[i], q);
+	return mask_row_lo(&w->s[x], q);
 }
 
-/* first position whose left edge on row q is >= x */
-static size_t find(const struct sweep *w, int64_t q, int64_t x)
+/* first position whose left edge on row q is >= x (maybe one past the end) */
+static struct pos find(const struct sweep *w, int64_t q, int64_t x)
 {
-	size_t lo = 0, hi = w->nact;
+	size_t lo = 0, hi = w->nc;
+	struct chunk *c;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (lo_at(w, w->act[mid], q) < x)
+		c = w->c[mid];
+		if (key(w, c->v[c->n - 1], q) < x)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo;
+	if (lo == w->nc)
+		return w->nc == 0 ? (struct pos){ 0, 0 } : (struct pos){ w->nc - 1, w->c[w->nc - 1]->n };
+	c = w->c[lo];
+	hi = c->n;
+	{
+		size_t l = 0;
+		while (l < hi) {
+			size_t mid = l + (hi - l) / 2;
+			if (key(w, c->v[mid], q) < x)
+				l = mid + 1;
+			else
+				hi = mid;
+		}
+		return (struct pos){ lo, l };
+	}
+}
+
+/* the element at p, or at the start of the next chunk; 0 if none */
+static int at(const struct sweep *w, struct pos p, size_t *x)
+{
+	if (p.c < w->nc && p.i < w->c[p.c]->n) {
+		*x = w->c[p.c]->v[p.i];
+		return 1;
+	}
+	if (p.c + 1 < w->nc && p.i >= w->c[p.c]->n) {
+		*x = w->c[p.c + 1]->v[0];
+		return 1;
+	}
+	return 0;
+}
+
+static int before(const struct sweep *w, struct pos p, size_t *x)
+{
+	if (p.c < w->nc && p.i > 0 && p.i <= w->c[p.c]->n) {
+		*x = w->c[p.c]->v[p.i - 1];
+		return 1;
+	}
+	if (p.i == 0 && p.c > 0 && p.c <= w->nc) {
+		*x = w->c[p.c - 1]->v[w->c[p.c - 1]->n - 1];
+		return 1;
+	}
+	return 0;
+}
+
+static int insert(struct sweep *w, struct pos p, size_t x)
+{
+	struct chunk *c, *d;
+
+	if (w->nc == w->capc) {
+		size_t cap = w->capc ? 2 * w->capc : 16;
+		struct chunk **t = realloc(w->c, cap * sizeof *t);
+		if (t == NULL)
+			return -1;
+		w->c = t;
+		w->capc = cap;
+	}
+	if (w->nc == 0) {
+		if ((w->c[0] = malloc(sizeof *w->c[0])) == NULL)
+			return -1;
+		w->c[0]->n = 0;
+		w->nc = 1;
+		p = (struct pos){ 0, 0 };
+	}
+	c = w->c[p.c];
+	if (c->n == CHUNK) {
+		if ((d = malloc(sizeof *d)) == NULL)
+			return -1;
+		d->n = CHUNK / 2;
+		memcpy(d->v, c->v + CHUNK / 2, (CHUNK / 2) * sizeof *d->v);
+		c->n = CHUNK / 2;
+		memmove(w->c + p.c + 2, w->c + p.c + 1, (w->nc - p.c - 1) * sizeof *w->c);
+		w->c[p.c + 1] = d;
+		w->nc++;
+		if (p.i > CHUNK / 2) {
+			p.c++;
+			p.i -= CHUNK / 2;
+			c = d;
+		}
+	}
+	memmove(c->v + p.i + 1, c->v + p.i, (c->n - p.i) * sizeof *c->v);
+	c->v[p.i] = x;
+	c->n++;
+	return 0;
+}
+
+/* remove the element at p; p then names what followed it */
+static struct pos erase(struct sweep *w, struct pos p)
+{
+	struct chunk *c = w->c[p.c];
+
+	memmove(c->v + p.i, c->v + p.i + 1, (c->n - p.i - 1) * sizeof *c->v);
+	if (--c->n == 0) {
+		free(c);
+		memmove(w->c + p.c, w->c + p.c + 1, (w->nc - p.c - 1) * sizeof *w->c);
+		w->nc--;
+		p.i = 0;
+	}
+	return p;
 }
 
 struct ev { int64_t row; size_t i; };
@@ -173,10 +284,8 @@ static int ev_cmp(const void *pa, const void *pb)
 	return a->i < b->i ? -1 : a->i > b->i;
 }
 
-static int meet(const struct sweep *w, size_t a, size_t b, char *err, size_t errlen)
+static int meet(const struct sweep *w, size_t x, size_t y, char *err, size_t errlen)
 {
-	size_t x = w->act[a], y = w->act[b];
-
 	if (!mask_slices_meet(&w->s[x], &w->s[y]))
 		return 0;
 	if (x > y) {
@@ -189,15 +298,14 @@ static int meet(const struct sweep *w, size_t a, size_t b, char *err, size_t err
 
 static int disjoint(const struct mask *m, char *err, size_t errlen)
 {
-	size_t n = m->nslices, nin = 0, nout = 0, a = 0, b = 0;
+	size_t n = m->nslices, nin = 0, nout = 0, a = 0, b = 0, u, v;
 	struct ev *in, *out;
-	struct sweep w = { m->slices, NULL, 0 };
+	struct sweep w = { m->slices, NULL, 0, 0 };
 	int rc = 0;
 
 	in = malloc((n + 1) * sizeof *in);
 	out = malloc((n + 1) * sizeof *out);
-	w.act = malloc((n + 1) * sizeof *w.act);
-	if (in == NULL || out == NULL || w.act == NULL) {
+	if (in == NULL || out == NULL) {
 		rc = fail(err, errlen, "out of memory");
 		goto done;
 	}
@@ -209,38 +317,44 @@ static int disjoint(const struct mask *m, char *err, size_t errlen)
 			out[nout++] = (struct ev){ rb, i };
 		}
 	}
-	qsort(in, nin, sizeof *in, ev_cmp);
-	qsort(out, nout, sizeof *out, ev_cmp);
+	if (nin > 1) {
+		qsort(in, nin, sizeof *in, ev_cmp);
+		qsort(out, nout, sizeof *out, ev_cmp);
+	}
 	while (a < nin || b < nout) {
 		int64_t r = b < nout && (a >= nin || out[b].row <= in[a].row) ? out[b].row : in[a].row;
 		for (; b < nout && out[b].row == r; b++) {
-			size_t x = out[b].i, p = find(&w, r - 1, lo_at(&w, x, r - 1));
-			while (p < w.nact && w.act[p] != x)     /* cannot happen while disjoint */
-				p++;
-			if (p == w.nact) {
+			size_t x = out[b].i;
+			struct pos p = find(&w, r - 1, key(&w, x, r - 1));
+			if (!at(&w, p, &u) || u != x) {       /* cannot happen while disjoint */
 				rc = fail(err, errlen, "slice %zu: sweep lost it", x);
 				goto done;
 			}
-			memmove(w.act + p, w.act + p + 1, (w.nact - p - 1) * sizeof *w.act);
-			w.nact--;
-			if (p > 0 && p < w.nact && (rc = meet(&w, p - 1, p, err, errlen)) != 0)
+			if (p.i >= w.c[p.c]->n)
+				p = (struct pos){ p.c + 1, 0 };
+			p = erase(&w, p);
+			if (before(&w, p, &u) && at(&w, p, &v) && (rc = meet(&w, u, v, err, errlen)) != 0)
 				goto done;
 		}
 		for (; a < nin && in[a].row == r; a++) {
-			size_t x = in[a].i, p = find(&w, r, lo_at(&w, x, r));
-			memmove(w.act + p + 1, w.act + p, (w.nact - p) * sizeof *w.act);
-			w.act[p] = x;
-			w.nact++;
-			if (p > 0 && (rc = meet(&w, p - 1, p, err, errlen)) != 0)
+			size_t x = in[a].i;
+			struct pos p = find(&w, r, key(&w, x, r));
+			if (before(&w, p, &u) && (rc = meet(&w, u, x, err, errlen)) != 0)
 				goto done;
-			if (p + 1 < w.nact && (rc = meet(&w, p, p + 1, err, errlen)) != 0)
+			if (at(&w, p, &v) && (rc = meet(&w, x, v, err, errlen)) != 0)
 				goto done;
+			if (insert(&w, p, x) != 0) {
+				rc = fail(err, errlen, "out of memory");
+				goto done;
+			}
 		}
 	}
 done:
 	free(in);
 	free(out);
-	free(w.act);
+	for (size_t i = 0; i < w.nc; i++)
+		free(w.c[i]);
+	free(w.c);
 	return rc;
 }
 

@@ -109,6 +109,51 @@ int main(void)
 	    "overlap found iff a pair is covered twice (%d overlapping, %d not, %d wrong)",
 	    nover, nsep, bad_over);
 
+	/* thousands of live slices at once (eviction-style columns), so the
+	 * sweep's ordered set splits and merges its chunks; plus one random
+	 * slice that may or may not meet them; truth by painting pairs */
+	{
+		int64_t S = 1500;
+		unsigned char *paint = malloc((size_t)(S * S));
+		int wrong = 0, nmeet = 0;
+		for (int it = 0; it < 40; it++) {
+			struct mask m;
+			int twice = 0, rc;
+			memset(paint, 0, (size_t)(S * S));
+			mask_init(&m, S, S, "columns", "");
+			for (int64_t k = 0; k < S; k++) {
+				int64_t a = rng_below(&r, (uint64_t)S), b = rng_range(&r, a + 1, S);
+				if (rng_below(&r, 8) == 0)
+					continue;
+				mask_add(&m, a, b, k, k + 1, MASK_FULL);
+				for (int64_t q = a; q < b; q++)
+					paint[q * S + k]++;
+			}
+			{
+				struct gslice x;
+				x.q0 = rng_below(&r, (uint64_t)S);
+				x.q1 = rng_range(&r, x.q0 + 1, it % 2 ? S : x.q0 + 3);
+				x.k0 = rng_below(&r, (uint64_t)S);
+				x.k1 = rng_range(&r, x.k0 + 1, it % 4 < 2 ? S : x.k0 + 2);
+				x.kind = (int)rng_below(&r, MASK_NKINDS);
+				mask_add(&m, x.q0, x.q1, x.k0, x.k1, x.kind);
+				for (int64_t q = x.q0; q < x.q1; q++)
+					for (int64_t k = x.k0; k < x.k1; k++)
+						if (g_allows(&x, q, k) && paint[q * S + k]++)
+							twice = 1;
+			}
+			rc = mask_finish(&m, err, sizeof err);
+			nmeet += twice;
+			if ((rc != 0) != twice)
+				wrong++;
+			mask_free(&m);
+		}
+		free(paint);
+		ok(wrong == 0 && nmeet > 3 && nmeet < 37,
+		    "1500 live column slices: overlap found iff a pair is covered twice (%d of 40 overlap, %d wrong)",
+		    nmeet, wrong);
+	}
+
 	/* named errors */
 	{
 		struct mask m;
