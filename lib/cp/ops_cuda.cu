@@ -203,10 +203,13 @@ void opsg_wait(struct ops *x, int t, int ev)
 	fail(x, "event wait", cudaStreamWaitEvent(S(x, t), E(x, ev), 0));
 }
 
+/* The whole device: kernels' init may have used the legacy stream, and
+ * the comm layer its own side streams. */
 void opsg_sync(struct ops *x)
 {
 	for (int i = 0; i < OPS_NSTREAM; i++)
 		fail(x, "stream", cudaStreamSynchronize(S(x, i)));
+	fail(x, "device", cudaDeviceSynchronize());
 }
 
 double opsg_elapsed(struct ops *x, int e0, int e1)
