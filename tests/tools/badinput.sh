@@ -81,6 +81,8 @@ printf 'len\n100\n200\n' >"$T/sum.tsv"
 badin "lengths not summing to S" "$O" sum.tsv maskgen -p causal_document -n 1K -L "$T/sum.tsv" -o "$O"
 badin "empty stdin for -L -" "$O" "stdin:" maskgen -p causal_document -n 1K -L - -o "$O" </dev/null
 badin "-L for a pattern without documents" "$O" causal maskgen -p causal -n 1K -L "$T/sum.tsv" -o "$O"
+badin "-d for a pattern without documents" "$O" "-d" maskgen -p causal -n 1K -d pile -o "$O"
+badin "-L and -d together" "$O" "-L" maskgen -p causal_document -n 300 -L "$T/sum.tsv" -d pile -o "$O"
 
 # seqsample and its histograms
 S=$T/out.tsv

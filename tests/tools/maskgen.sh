@@ -63,6 +63,10 @@ maskgen -p block_sparse_uniform -n 8K -B 128 --ratio 0.25 -H 4 -s 1 -o "$T/bs.am
 check "block_sparse_uniform: 4 heads, 64x64 blocks, 16 kept per row" test "$(maskgen -i "$T/bs.amask" | awk -F '\t' '$1 ~ /^(heads|qblocks|kblocks|blocks|body)$/ { printf "%s ", $2 }')" = "4 blocks 64 64 4096 "
 check "block_sparse_uniform: density = ratio" test "$(info "$T/bs.amask" density)" = 0.25
 
+printf 'len\n3000\n1096\n' >"$T/bl.tsv"
+maskgen -p block_causal_document -n 4096 -B 1024 -L "$T/bl.tsv" -o "$T/bl.amask"
+check "block_causal_document -L: lengths need not be whole blocks" test "$(info "$T/bl.amask" slices)" -eq 5
+
 # plans
 maskgen -i "$T/cd.amask" --plan 128x128 >"$T/plan"
 check "--plan: rows, entries, full and partial tiles" test "$(awk -F '\t' '$1 ~ /^(plan_rows|plan_entries|tiles_full|tiles_partial)$/ && $2 > 0' "$T/plan" | wc -l)" -eq 4
