@@ -499,6 +499,7 @@ int cp_drive(struct cp_run *r)
 	if ((st = agree(r, &sc, st)) != CP_OK)
 		goto out;
 	st = r->setup(r);
+	ops_sync(&r->x);
 	if ((st = agree(r, &sc, st)) != CP_OK)
 		goto out;
 
