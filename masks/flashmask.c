@@ -99,12 +99,14 @@ int pat_hash_sparse(struct mask *m, const struct pattern_args *a, char *err, siz
 	return pat_finish(m, err, errlen);
 }
 
-/* FlashMask's generate_random_eviction_mask: S - r distinct keys drawn from
- * 0..S-2 get the eviction rows r, r+1, ..., S-1 in the order drawn; other
- * keys are never evicted (e = S).  Allowed iff k <= q < e(k). */
+/* FlashMask's generate_random_eviction_mask: S - r distinct keys are drawn
+ * from 0..S-2; the i-th drawn is set against row r + i, and the keys that
+ * come before their row minus one (k < r + i - 1) move to the front, order
+ * kept; then the keys in that order are evicted from rows r, r+1, ..., S-1.
+ * Other keys are never evicted (e = S).  Allowed iff k <= q < e(k). */
 int pat_random_eviction(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t s = a->s, r = a->startrow == PAT_UNSET ? (s > 1 ? s / 2 : 1) : a->startrow, *e, run = 0;
+	int64_t s = a->s, r = a->startrow == PAT_UNSET ? (s > 1 ? s / 2 : 1) : a->startrow, *e, run = 0, early = 0;
 	uint32_t *pool;
 
 	if (r < 1 || r > s) {
@@ -123,8 +125,13 @@ int pat_random_eviction(struct mask *m, const struct pattern_args *a, char *err,
 
 		pool[j] = pool[i];
 		pool[i] = t;
-		e[t] = r + i;
 	}
+	for (int64_t i = 0; i < s - r; i++)
+		if (pool[i] < r + i - 1)
+			e[pool[i]] = r + early++;
+	for (int64_t i = 0, n = early; i < s - r; i++)
+		if (e[pool[i]] == s)
+			e[pool[i]] = r + n++;
 	free(pool);
 	mask_init(m, s, s, "random_eviction", "");
 	pat_param(m, "startrow=%lld seed=%llu", (long long)r, (unsigned long long)a->seed);

@@ -317,7 +317,9 @@ int main(void)
 				run(&t, &a, label); freetc(&t);
 			}
 
-			/* random_eviction: S - r keys of 0..S-2 draw rows r, r+1, ... in order */
+			/* random_eviction, as FlashMask writes it: mask_pos = S - r draws from
+			 * 0..S-2, index = r..S-1, mask_pos reordered to
+			 * [mask_pos < index - 1] ++ [mask_pos >= index - 1], e[mask_pos] = index */
 			for (int v = 0; v < 2; v++) {
 				struct rng rr;
 				int64_t rs = v == 0 ? (s / 2 > 0 ? s / 2 : 1) : rng_range(&r, 1, s), *pool;
@@ -337,7 +339,19 @@ int main(void)
 
 					pool[j] = pool[i];
 					pool[i] = x;
-					t.evict[x] = rs + i;
+				}
+				{
+					int64_t *order = malloc((size_t)s * sizeof *order), no = 0;
+
+					for (int64_t i = 0; i < s - rs; i++)
+						if (pool[i] < rs + i - 1)
+							order[no++] = pool[i];
+					for (int64_t i = 0; i < s - rs; i++)
+						if (!(pool[i] < rs + i - 1))
+							order[no++] = pool[i];
+					for (int64_t j = 0; j < no; j++)
+						t.evict[order[j]] = rs + j;
+					free(order);
 				}
 				free(pool);
 				run(&t, &a, label); freetc(&t);
