@@ -1072,21 +1072,12 @@ cudnn_init(void **st, const struct attn_shape *s, const struct mask *m, char *er
 			goto bad;
 		}
 		binds(S, &S->p[i], i);
-		if (S->p[i].wsize > 0 && dev_alloc(&S->p[i].ws, (size_t)S->p[i].wsize) != 0) {
-			rc = KERN_OOM;
-			goto bad;
-		}
 	}
-	if (!S->sdpa_op) {
-		size_t rowsz = S->l.kind == LAY_DOCS ? (size_t)s->batch * s->hq * s->sq
-		    : (size_t)S->B * s->hq * S->Sq;
-		size_t accsz = S->l.kind == LAY_DOCS ? (size_t)s->batch * s->sq * s->hq * s->hd
-		    : (size_t)S->B * s->hq * S->Sq * s->hd;
-		if (dev_alloc((void **)&S->sum, rowsz * 4) != 0 ||
-		    dev_alloc((void **)&S->dqacc, accsz * 4) != 0) {
-			rc = KERN_OOM;
-			goto bad;
-		}
+	/* The backward's buffers wait for the first backward, so a forward
+	 * row does not carry them. */
+	if (S->p[0].wsize > 0 && dev_alloc(&S->p[0].ws, (size_t)S->p[0].wsize) != 0) {
+		rc = KERN_OOM;
+		goto bad;
 	}
 	*st = S;
 	return KERN_OK;
@@ -1162,10 +1153,44 @@ cudnn_fwd(void *st, const struct attn_io *io)
 	return run(st, &((struct st *)st)->p[0], io);
 }
 
+/* The backward's workspace, its fp32 dQ accumulator and row sums. */
+static int
+bwd_buffers(struct st *S)
+{
+	const struct attn_shape *s = &S->s;
+	size_t rowsz, accsz;
+
+	if (S->p[1].wsize > 0 && S->p[1].ws == NULL &&
+	    dev_alloc(&S->p[1].ws, (size_t)S->p[1].wsize) != 0)
+		return KERN_OOM;
+	if (S->sdpa_op || S->dqacc != NULL)
+		return KERN_OK;
+	if (S->l.kind == LAY_DOCS) {
+		rowsz = (size_t)s->batch * s->hq * s->sq;
+		accsz = (size_t)s->batch * s->sq * s->hq * s->hd;
+	} else {
+		rowsz = (size_t)S->B * s->hq * S->Sq;
+		accsz = rowsz * s->hd;
+	}
+	if (dev_alloc((void **)&S->sum, rowsz * 4) != 0)
+		return KERN_OOM;
+	if (dev_alloc((void **)&S->dqacc, accsz * 4) != 0) {
+		dev_free(S->sum);
+		S->sum = NULL;
+		return KERN_OOM;
+	}
+	return KERN_OK;
+}
+
 static int
 cudnn_bwd(void *st, const struct attn_io *io)
 {
-	return run(st, &((struct st *)st)->p[1], io);
+	struct st *S = st;
+	int rc;
+
+	if ((rc = bwd_buffers(S)) != KERN_OK)
+		return rc;
+	return run(S, &S->p[1], io);
 }
 
 const struct kern_ops kern_cudnn = {
