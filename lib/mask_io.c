@@ -95,14 +95,14 @@ static int text_ok(const unsigned char *p, size_t n, const char *what, char *err
 	return 0;
 }
 
-static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, size_t errlen)
+/* The header's own checks and the file length it implies, from the first
+ * HDR bytes, so a reader knows how much to read before it reads it. */
+static int header(const unsigned char *b, size_t n, uint64_t *wantp, char *err, size_t errlen)
 {
 	uint32_t version, body, heads;
-	uint64_t sq, sk, area, n1, n2, want;
-	const unsigned char *p;
-	char e[200];
+	uint64_t sq, sk, n1, n2, want;
 
-	if (n < HDR + TRAILER)
+	if (n < HDR)
 		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
 		    n, HDR + TRAILER);
 	if (memcmp(b, MAGIC, 8) != 0)
@@ -113,7 +113,6 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	sq = get64(b + 16);
 	sk = get64(b + 24);
 	heads = get32(b + 32);
-	area = get64(b + 40);
 	n1 = get64(b + 48);
 	n2 = get64(b + 56);
 	if (body != MASK_BODY_SLICES && body != MASK_BODY_BLOCKS)
@@ -139,11 +138,34 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 		return fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)n1,
 		    (unsigned long long)n2);
 	want += HDR + TRAILER;
+	*wantp = want;
+	return 0;
+}
+
+static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, size_t errlen)
+{
+	uint32_t body, heads;
+	uint64_t sq, sk, area, n1, n2, want;
+	const unsigned char *p;
+	char e[200];
+
+	if (n < HDR + TRAILER)
+		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
+		    n, HDR + TRAILER);
+	if (header(b, n, &want, err, errlen) != 0)
+		return -1;
+	body = get32(b + 12);
+	sq = get64(b + 16);
+	sk = get64(b + 24);
+	heads = get32(b + 32);
+	area = get64(b + 40);
+	n1 = get64(b + 48);
+	n2 = get64(b + 56);
 	if (n < want)
 		return fail(err, errlen, "truncated: %zu bytes, the header says %llu", n,
 		    (unsigned long long)want);
 	if (n > want)
-		return fail(err, errlen, "%zu bytes, the header says %llu", n, (unsigned long long)want);
+		return fail(err, errlen, "more bytes than the header says (%llu)", (unsigned long long)want);
 	if (fnv1a(b, n - TRAILER) != get64(b + n - TRAILER))
 		return fail(err, errlen, "bad checksum");
 	if (get32(b + 36) != 0)
@@ -199,64 +221,68 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	return 0;
 }
 
-static int slurp(FILE *fp, unsigned char **out, size_t *len, size_t hint)
+/* Append to *b (capacity *cap, length *n) until *n == limit or end of file. */
+static int slurp(FILE *fp, unsigned char **b, size_t *cap, size_t *n, size_t limit)
 {
-	size_t cap = hint > 0 ? hint + 1 : 65536, n = 0, r;
-	unsigned char *b = malloc(cap), *x;
-
-	if (b == NULL)
-		return -1;
-	while ((r = fread(b + n, 1, cap - n, fp)) > 0) {
-		n += r;
-		if (n == cap) {
-			if (cap > SIZE_MAX / 2 || (x = realloc(b, cap * 2)) == NULL) {
-				free(b);
+	while (*n < limit) {
+		size_t r, want;
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 4096;
+			unsigned char *x;
+			if (c > limit)
+				c = limit;
+			if ((x = realloc(*b, c)) == NULL) {
 				errno = ENOMEM;
 				return -1;
 			}
-			b = x;
-			cap *= 2;
+			*b = x;
+			*cap = c;
 		}
+		want = *cap - *n;
+		if ((r = fread(*b + *n, 1, want, fp)) == 0)
+			break;
+		*n += r;
 	}
-	if (ferror(fp)) {
-		free(b);
-		return -1;
-	}
-	*out = b;
-	*len = n;
-	return 0;
+	return ferror(fp) ? -1 : 0;
+}
+
+static int size_msg(size_t n, uint64_t want, char *err, size_t errlen)
+{
+	return fail(err, errlen, n < want ? "truncated: %zu bytes, the header says %llu" :
+	    "%zu bytes, the header says %llu", n, (unsigned long long)want);
 }
 
 int mask_read(const char *path, struct mask *m, char *err, size_t errlen)
 {
 	FILE *fp;
-	unsigned char *b;
-	size_t n, hint = 0;
+	unsigned char *b = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t want;
 	struct stat st;
-	int rc, stdin_ = strcmp(path, "-") == 0;
+	int rc = 0, e = 0, reg, stdin_ = strcmp(path, "-") == 0;
 
 	memset(m, 0, sizeof *m);
 	if (stdin_)
 		fp = stdin;
 	else if ((fp = fopen(path, "rb")) == NULL)
 		return fail(err, errlen, "%s", strerror(errno));
-	if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-		hint = (size_t)st.st_size;
-	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) {
-		if (!stdin_)
-			fclose(fp);
-		return fail(err, errlen, "is a directory");
-	}
-	rc = slurp(fp, &b, &n, hint);
-	if (rc != 0) {
-		int e = errno;
-		if (!stdin_)
-			fclose(fp);
-		return fail(err, errlen, "%s", strerror(e));
-	}
+	reg = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
+	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode))
+		rc = fail(err, errlen, "is a directory");
+	/* The header says how long the file is: read no more than that, and
+	 * one byte to see trailing garbage, whatever the input is. */
+	else if (slurp(fp, &b, &cap, &n, HDR) != 0)
+		rc = fail(err, errlen, "%s", strerror(e = errno));
+	else if (n == HDR && header(b, n, &want, err, errlen) != 0)
+		rc = -1;
+	else if (n == HDR && reg && (uint64_t)st.st_size != want)
+		rc = size_msg((size_t)st.st_size, want, err, errlen);
+	else if (n == HDR && want < SIZE_MAX && slurp(fp, &b, &cap, &n, (size_t)want + 1) != 0)
+		rc = fail(err, errlen, "%s", strerror(e = errno));
 	if (!stdin_)
 		fclose(fp);
-	rc = parse(b, n, m, err, errlen);
+	if (rc == 0)
+		rc = parse(b, n, m, err, errlen);
 	free(b);
 	if (rc != 0)
 		mask_free(m);
