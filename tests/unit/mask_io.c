@@ -1,8 +1,12 @@
 /* The mask file: round trips, and every way a file can be wrong is refused
  * with its own message.  Offsets are mask(5)'s, written out here on purpose. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mask.h"
@@ -240,6 +244,29 @@ int main(void)
 	ok(mask_read(path2, &x, err, sizeof err) == 0 && same(&m, &x), "unflipped it reads again");
 	mask_free(&x);
 
+	/* an endless stream after a good header is cut off where the header
+	 * says the file ends, not read into memory until it runs out */
+	{
+		char fifo[300];
+		pid_t pid = -1;
+		int st;
+		snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+		if (mkfifo(fifo, 0600) == 0 && (pid = fork()) == 0) {
+			static unsigned char zero[65536];
+			int fd = open(fifo, O_WRONLY);
+			signal(SIGPIPE, SIG_IGN);
+			if (write(fd, b, 360) != 360)
+				_exit(1);
+			while (write(fd, zero, sizeof zero) > 0)
+				;
+			_exit(0);
+		}
+		ok(mask_read(fifo, &x, err, sizeof err) != 0 && strstr(err, "more bytes") != NULL,
+		    "an endless stream after a good header: %s", err);
+		if (pid > 0)
+			waitpid(pid, &st, 0);
+		unlink(fifo);
+	}
 	refused(b, len, e_magic, "magic", "wrong magic");
 	refused(b, len, e_version, "version 7, this build reads 1", "wrong version");
 	refused(b, len, e_body, "body kind", "unknown body kind");
