@@ -21,10 +21,10 @@ fi
 for kb in $KBENCH; do
 	tag=$(basename "$kb")
 	echo "== $kb: $(ldd "$kb" | awk '/libcudnn\.so/ { print $3 }')" >&2
-	"$kb" -k cudnn -H 64:8 -D 128 -t bf16 $(ls $MASKS/*.amask | sort -t. -k2 -n) \
+	"$kb" -k cudnn -n "${ITERS:-20}" -H 64:8 -D 128 -t bf16 $(ls $MASKS/*.amask | sort -t. -k2 -n) \
 	    >"$OUT/cudnn-rows.$tag.tsv" || echo "kbench $kb failed" >&2
 done
-PYTHONUNBUFFERED=1 python3 bench/cudnn_xcheck.py $SIZES >"$OUT/cudnn-xcheck.tsv"
+PYTHONUNBUFFERED=1 python3 bench/cudnn_xcheck.py -n "${ITERS:-20}" $SIZES >"$OUT/cudnn-xcheck.tsv"
 # mask S pass: our tflops per build, torch's, and ours / torch's
 awk -F'\t' '
 	FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; f++; name[f] = FILENAME; next }

@@ -9,6 +9,8 @@
 # Then, if bin/kbench is built, `kbench --check -k cudnn` over the masks in
 # $MASKS (made with bin/maskgen when unset): every row must be ok or
 # unsupported, and the full/causal/window/document ones must be ok.
+# TRY=0 skips the standalone matrix; KBENCH and CONFIGS pick the binary and
+# the dtype,heads,head_dim triples.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -16,6 +18,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p build
 rc=0 n=0
 for home in "$@"; do
+	[ "${TRY:-1}" = 0 ] && break
 	if [ "$home" = pip ]; then
 		home=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])') || { rc=1; continue; }
 	fi
