@@ -71,6 +71,58 @@ int cp_ranges(int64_t S, int R, int U, int rank, int64_t rg[2][2])
 	return n;
 }
 
+/* Block bodies: the restricted pieces' block boundaries, side by side, and
+ * their cells copied to where the pieces landed. */
+static int piece_blocks(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
+                        struct mask *out, char *err, size_t errlen)
+{
+	struct mask *p = xcalloc((size_t)nq * nk, sizeof *p);
+	int64_t nqb = 0, nkb = 0, sq = 0, sk = 0, *qb, *kb, qo = 0, ko = 0;
+	int n = 0, rc = -1;
+
+	for (; n < nq * nk; n++)
+		if (mask_restrict(m, qr[n / nk][0], qr[n / nk][1], kr[n % nk][0], kr[n % nk][1],
+		                  &p[n], err, errlen) < 0)
+			goto out;
+	for (int i = 0; i < nq; i++)
+		nqb += p[i * nk].nqb;
+	for (int j = 0; j < nk; j++)
+		nkb += p[j].nkb;
+	qb = xcalloc(nqb + 1, sizeof *qb);
+	kb = xcalloc(nkb + 1, sizeof *kb);
+	for (int i = 0, a = 0; i < nq; sq += p[i * nk].sq, i++)
+		for (int64_t x = 0; x < p[i * nk].nqb; x++)
+			qb[++a] = sq + p[i * nk].qb[x + 1];
+	for (int j = 0, a = 0; j < nk; sk += p[j].sk, j++)
+		for (int64_t x = 0; x < p[j].nkb; x++)
+			kb[++a] = sk + p[j].kb[x + 1];
+	rc = mask_init_blocks(out, sq, sk, m->heads, nqb, qb, nkb, kb, m->pattern, m->params);
+	free(qb);
+	free(kb);
+	if (rc < 0) {
+		snprintf(err, errlen, "mask piece: out of memory");
+		goto out;
+	}
+	for (int i = 0; i < nq; qo += p[i * nk].nqb, i++) {
+		ko = 0;
+		for (int j = 0; j < nk; ko += p[j].nkb, j++) {
+			const struct mask *c = &p[i * nk + j];
+			for (int h = 0; h < m->heads; h++)
+				for (int64_t a = 0; a < c->nqb; a++)
+					for (int64_t b = 0; b < c->nkb; b++)
+						if (mask_getblock(c, h, a, b))
+							mask_setblock(out, h, qo + a, ko + b);
+		}
+	}
+	if ((rc = mask_finish(out, err, errlen)) < 0)
+		mask_free(out);
+out:
+	while (n-- > 0)
+		mask_free(&p[n]);
+	free(p);
+	return rc;
+}
+
 int cp_piece(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
              struct mask *out, char *err, size_t errlen)
 {
@@ -79,10 +131,8 @@ int cp_piece(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int
 
 	if (nq == 1 && nk == 1)
 		return mask_restrict(m, qr[0][0], qr[0][1], kr[0][0], kr[0][1], out, err, errlen);
-	if (m->body != MASK_BODY_SLICES) {
-		snprintf(err, errlen, "block-sparse masks: only contiguous pieces (zigzag needs slices)");
-		return -1;
-	}
+	if (m->body == MASK_BODY_BLOCKS)
+		return piece_blocks(m, qr, nq, kr, nk, out, err, errlen);
 	for (int i = 0; i < nq; i++)
 		sq += qr[i][1] - qr[i][0];
 	for (int i = 0; i < nk; i++)

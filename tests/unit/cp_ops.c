@@ -75,6 +75,38 @@ static void pieces(void)
 	mask_free(&m);
 }
 
+/* Block-sparse bodies: pieces cut blocks and keep every head's pattern. */
+static void block_pieces(void)
+{
+	struct mask m, p;
+	struct rng g;
+	char err[160] = "";
+	int64_t qb[] = { 0, 16, 40, 64 }, kb[] = { 0, 8, 32, 48, 64 };
+	int64_t qr[2][2] = { { 10, 20 }, { 44, 60 } }, kr[2][2] = { { 4, 30 }, { 50, 64 } };
+	int good = 1;
+
+	rng_seed(&g, 3);
+	ok(mask_init_blocks(&m, 64, 64, 2, 3, qb, 4, kb, "block_sparse_uniform", "") == 0, "block mask");
+	for (int h = 0; h < 2; h++)
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 4; j++)
+				if (rng_below(&g, 2))
+					mask_setblock(&m, h, i, j);
+	ok(mask_finish(&m, err, sizeof err) == 0, "block mask finishes: %s", err);
+	ok(cp_piece(&m, qr, 2, kr, 2, &p, err, sizeof err) == 0, "block piece of 2 x 2 ranges: %s", err);
+	good = p.sq == 26 && p.sk == 40 && p.heads == 2;
+	for (int h = 0; h < 2 && good; h++)
+		for (int q = 0, qo = 0; q < 2; qo += qr[q][1] - qr[q][0], q++)
+			for (int64_t i = qr[q][0]; i < qr[q][1]; i++)
+				for (int k = 0, ko = 0; k < 2; ko += kr[k][1] - kr[k][0], k++)
+					for (int64_t j = kr[k][0]; j < kr[k][1]; j++)
+						good &= mask_allows(&p, h, qo + i - qr[q][0], ko + j - kr[k][0]) ==
+						        mask_allows(&m, h, i, j);
+	ok(good, "block piece allows what the global mask allows, per head");
+	mask_free(&p);
+	mask_free(&m);
+}
+
 static float bf(float x) { return half_from_bf16(half_to_bf16(x)); }
 
 static void buffers(void)
@@ -164,6 +196,7 @@ int main(void)
 {
 	layout();
 	pieces();
+	block_pieces();
 	buffers();
 	return tap_done();
 }
