@@ -6,6 +6,7 @@
 #
 # Output columns: mask pass seqlen label status n tflops ms_median mem_gib
 # heads_q heads_kv head_dim dtype batch device mixed
+# ms_median only with -v want_ms=1 (it costs a second median per group).
 # status: wrong if any row is wrong; else ok if any is ok (medians of the
 # ok rows); else error, oom, unsupported in that order.  mixed = 1 when the
 # rows of a table differ in shape or device (the title shows the first).
@@ -30,6 +31,12 @@ $1 == "tool" {
 			if (!(need[i] in c))
 				die(FILENAME ": line " FNR ": header lacks column " need[i])
 		ncols = NF
+		# scalars: an array lookup per field and row is most of the time
+		Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
+		Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
+		Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
+		Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
+		Cdev = c["device"]
 	} else if (NF != ncols)
 		die(FILENAME ": line " FNR ": a header of " NF " columns, the first had " ncols)
 	next
@@ -42,51 +49,65 @@ NF == 0 { next }
 		die(FILENAME ": line " FNR ": result rows without a header line")
 	if (NF != ncols)
 		die(FILENAME ": line " FNR ": " NF " fields, want " ncols)
-	label = $c["kernel"]
-	if ($c["tool"] == "cpbench")
-		label = label "/" $c["world"]
-	t = $c["mask"] SUBSEP $c["pass"]
-	shape = $c["heads_q"] SUBSEP $c["heads_kv"] SUBSEP $c["head_dim"] SUBSEP $c["dtype"] SUBSEP $c["batch"] SUBSEP $c["device"]
-	if (!(t in tab)) {
-		tab[t] = ++ntab
-		tmask[ntab] = $c["mask"]; tpass[ntab] = $c["pass"]; tshape[ntab] = shape
-		tmixed[ntab] = 0; nsl[ntab] = 0; nlab[ntab] = 0
-	}
-	ti = tab[t]
-	if (shape != tshape[ti])
-		tmixed[ti] = 1
-	sl = $c["seqlen_q"] + 0
-	if (!((ti, sl) in hassl)) {
-		hassl[ti, sl] = 1
-		sls[ti, ++nsl[ti]] = sl
-	}
-	if (!((ti, label) in haslab)) {
-		haslab[ti, label] = 1
-		labs[ti, ++nlab[ti]] = label
-	}
-	g = ti SUBSEP sl SUBSEP label
-	n[g]++
-	st = $c["status"]
-	if (st == "ok") {
-		k = ++nok[g]
-		v = $c["tflops"] + 0
-		ms = $c["ms_median"] + 0
-		# kbench's own FLOP count, recomputed for precision: the column
-		# has two decimals, which a CPU run rounds to 0.00
-		if ($c["tool"] == "kbench" && ms > 0) {
-			v = 4 * $c["area"] * $c["heads_q"] * $c["head_dim"] * $c["batch"] / (ms * 1e9)
-			if ($c["pass"] == "bwd")
-				v *= 2.5
+	label = $Ckern
+	if ($Ctool == "cpbench")
+		label = label "/" $Cworld
+	t = $Cmask SUBSEP $Cpass
+	if (t != lastt) {
+		if (!(t in tab)) {
+			tab[t] = ++ntab
+			tmask[ntab] = $Cmask; tpass[ntab] = $Cpass
+			thq[ntab] = $Chq; thkv[ntab] = $Chkv; thd[ntab] = $Chd
+			tdt[ntab] = $Cdt; tb[ntab] = $Cbatch; tdev[ntab] = $Cdev
+			tmixed[ntab] = 0; nsl[ntab] = 0; nlab[ntab] = 0
 		}
-		tf[g, k] = v
-		tm[g, k] = ms
-		if (!(g in mem) || $c["mem_gib"] + 0 > mem[g])
-			mem[g] = $c["mem_gib"] + 0
-	} else
-		cnt[g, st]++
+		lastt = t
+		ti = tab[t]
+		# the table's shape in scalars: compared on every row
+		Shq = thq[ti]; Shkv = thkv[ti]; Shd = thd[ti]; Sdt = tdt[ti]; Sb = tb[ti]; Sdev = tdev[ti]
+	}
+	if ($Chq != Shq || $Chkv != Shkv || $Chd != Shd || $Cdt != Sdt || $Cbatch != Sb || $Cdev != Sdev)
+		tmixed[ti] = 1
+	# one string lookup per row, of strings only (no number conversions);
+	# everything per group is keyed by its number
+	g = t SUBSEP $Csl SUBSEP label
+	if ((gi = gid[g]) == "") {
+		gid[g] = gi = ++ngrp
+		gt[gi] = ti; gsl[gi] = sl = $Csl + 0; glab[gi] = label
+		nok[gi] = nbad[gi] = mem[gi] = 0
+		if (!((ti, sl) in hassl)) {
+			hassl[ti, sl] = 1
+			sls[ti, ++nsl[ti]] = sl
+		}
+		if (!((ti, label) in haslab)) {
+			haslab[ti, label] = 1
+			labs[ti, ++nlab[ti]] = label
+		}
+	}
+	if ((st = $Cst) == "ok") {
+		nok[gi]++
+		ms = $Cms + 0
+		v = $Ctf + 0
+		# kbench's own FLOP count, recomputed for precision where the
+		# column's two decimals are too few (a CPU run shows 0.00)
+		if (v < 10 && $Ctool == "kbench" && ms > 0)
+			v = ($Cpass == "bwd" ? 10 : 4) * $Carea * $Chq * $Chd * $Cbatch / (ms * 1e9)
+		# flat integer-keyed arrays, bucketed by group in END: string
+		# keys of (group, index), or a list per group, would cost most of
+		# the run at 1M rows
+		tf[++N] = v
+		grp[N] = gi
+		if (want_ms)
+			tm[N] = ms
+		if ($Cmem + 0 > mem[gi])
+			mem[gi] = $Cmem + 0
+	} else {
+		cnt[gi, st]++
+		nbad[gi]++
+	}
 }
 
-# Shell sort of a[1..m] (numbers): O(m^1.3), no recursion, any awk.
+# Shell sort of a[1..m] (numbers), for the few seqlens of a table.
 function nsort(a, m,    gap, i, j, x) {
 	for (gap = int(m / 2); gap > 0; gap = int(gap / 2))
 		for (i = gap + 1; i <= m; i++) {
@@ -97,33 +118,80 @@ function nsort(a, m,    gap, i, j, x) {
 		}
 }
 
-function median(arr, g, m,    i, a) {
-	for (i = 1; i <= m; i++)
-		a[i] = arr[g, i]
-	nsort(a, m)
-	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+# The k-th smallest of a[lo..hi] (Hoare's selection, median-of-three
+# pivot): O(m) on average; it reorders a[lo..hi].
+function select(a, lo, hi, k,    i, j, p, x) {
+	while (lo < hi) {
+		i = lo; j = hi
+		p = a[int((lo + hi) / 2)]
+		if ((a[lo] < p) != (a[lo] < a[hi]))
+			p = a[lo]
+		else if ((a[hi] < p) != (a[hi] < a[lo]))
+			p = a[hi]
+		while (i <= j) {
+			while (a[i] < p) i++
+			while (a[j] > p) j--
+			if (i <= j) {
+				x = a[i]; a[i] = a[j]; a[j] = x
+				i++; j--
+			}
+		}
+		if (k <= j) hi = j
+		else if (k >= i) lo = i
+		else return a[k]
+	}
+	return a[k]
+}
+
+# Median of a[lo..lo+m-1].
+function median(a, lo, m,    hi, k, x, i, v) {
+	hi = lo + m - 1
+	if (m % 2)
+		return select(a, lo, hi, lo + (m - 1) / 2)
+	k = lo + m / 2 - 1
+	v = select(a, lo, hi, k)
+	# after the selection a[k+1..hi] >= a[k]: the other middle is their minimum
+	x = a[k + 1]
+	for (i = k + 2; i <= hi; i++)
+		if (a[i] < x) x = a[i]
+	return (v + x) / 2
 }
 
 END {
 	if (bad)
 		exit 2
+	for (gi = 1; gi <= ngrp; gi++)
+		gi_of[gt[gi], gsl[gi], glab[gi]] = gi
+	# bucket the ok values by group: group gi owns ftf[at[gi] .. at[gi]+nok[gi]-1]
+	x = 1
+	for (gi = 1; gi <= ngrp; gi++) {
+		at[gi] = fill[gi] = x
+		x += nok[gi]
+	}
+	for (x = 1; x <= N; x++) {
+		i = fill[grp[x]]++
+		ftf[i] = tf[x]
+		if (want_ms)
+			ftm[i] = tm[x]
+	}
 	print "mask", "pass", "seqlen", "label", "status", "n", "tflops", "ms_median", "mem_gib", "heads_q", "heads_kv", "head_dim", "dtype", "batch", "device", "mixed"
 	for (ti = 1; ti <= ntab; ti++) {
 		for (i = 1; i <= nsl[ti]; i++)
 			s[i] = sls[ti, i]
 		nsort(s, nsl[ti])
-		split(tshape[ti], sh, SUBSEP)
 		for (i = 1; i <= nsl[ti]; i++)
 			for (j = 1; j <= nlab[ti]; j++) {
 				g = ti SUBSEP s[i] SUBSEP labs[ti, j]
-				if (!(g in n))
+				if (!(g in gi_of))
 					continue
+				g = gi_of[g]
 				st = (g, "wrong") in cnt ? "wrong" : nok[g] > 0 ? "ok" : (g, "error") in cnt ? "error" : (g, "oom") in cnt ? "oom" : "unsupported"
 				if (st == "ok")
-					vals = sprintf("%.6g\t%.4f\t%.3f", median(tf, g, nok[g]), median(tm, g, nok[g]), mem[g])
+					vals = sprintf("%.6g\t%s\t%.3f", median(ftf, at[g], nok[g]),
+					    want_ms ? sprintf("%.4f", median(ftm, at[g], nok[g])) : "", mem[g])
 				else
 					vals = "\t\t"
-				print tmask[ti], tpass[ti], s[i], labs[ti, j], st, n[g], vals, sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], tmixed[ti]
+				print tmask[ti], tpass[ti], s[i], labs[ti, j], st, nok[g] + nbad[g], vals, thq[ti], thkv[ti], thd[ti], tdt[ti], tb[ti], tdev[ti], tmixed[ti]
 			}
 	}
 }

@@ -40,7 +40,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/summarize.XXXXXX") || die "cannot make a tempor
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 2' HUP INT TERM
 
-$AWK -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
+want_ms=0
+[ "$fmt" = tsv ] && want_ms=1
+$AWK -v want_ms=$want_ms -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
 [ "$(wc -l <"$tmp/agg")" -gt 1 ] || die "no result rows"
 
 case $fmt in
