@@ -103,8 +103,14 @@ static int ev_cmp(const void *pa, const void *pb)
  * qsort; many (block-sparse rows): a counting sort over the tiles. */
 static void sort_events(struct pb *b)
 {
-	size_t nk = (size_t)b->p->nkt + 1, nkeys = 3 * nk;
+	size_t nk = (size_t)b->p->nkt + 1, nkeys = 3 * nk, i;
 	struct ev *tmp;
+
+	for (i = 1; i < b->nev; i++)
+		if (ev_cmp(&b->ev[i - 1], &b->ev[i]) > 0)
+			break;
+	if (i >= b->nev)
+		return;
 
 	if (b->nev < 16 || b->nev * 8 < nk) {
 		if (b->nev > 1)
@@ -269,13 +275,13 @@ static void band(struct pb *b, int64_t Q0, int64_t Q1)
 		ib = i1 >= sk ? nkt : i1 / bk;
 		if (i0 >= i1 || ia >= ib)
 			ia = ib = tb;
-		if (ia < ib) {
-			add_ev(b, ia, EV_START, (int32_t)i, (uint64_t)(rb - ra));
-			add_ev(b, ib, EV_END, (int32_t)i, (uint64_t)(rb - ra));
-		}
+		/* in tile order, so pieces that come in k order (a block row)
+		 * need no sorting */
 		for (int64_t t = ta; t < tb; t++) {
 			uint64_t a;
 			if (t == ia) {
+				add_ev(b, ia, EV_START, (int32_t)i, (uint64_t)(rb - ra));
+				add_ev(b, ib, EV_END, (int32_t)i, (uint64_t)(rb - ra));
 				t = ib - 1;
 				continue;
 			}
