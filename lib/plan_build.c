@@ -32,7 +32,6 @@ struct pb {
 	size_t nev, capev;
 	/* the runs alive during the sweep */
 	int32_t *act;
-	uint64_t *actrows;
 	size_t nact;
 	int32_t *ids;            /* cut set being built */
 	int32_t *lastids;        /* cut set of the last partial entry of the row */
