@@ -4,7 +4,9 @@
  * one host.  So every operation is timed: one that has not finished after
  * LONGATTN_TIMEOUT seconds (default 60) aborts the whole job, naming this
  * rank and the operation.  LONGATTN_DIE_RANK=r (with LONGATTN_DIE_AFTER=n,
- * default 3) makes rank r kill itself at its n-th operation, to test that. */
+ * default 3) makes rank r kill itself at its n-th operation, to test that;
+ * with LONGATTN_DIE_HOW=hang it stops there instead, which only the
+ * watchdog can end. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -87,6 +89,14 @@ static void arm(struct comm *c, const char *what)
 	atomic_store(&wd_what, what);
 	atomic_store(&wd_since, comm_now());
 	if (die_rank >= 0 && c->world->rank == die_rank && ++nops == die_after) {
+		const char *how = getenv("LONGATTN_DIE_HOW");
+
+		if (how != NULL && strcmp(how, "hang") == 0) {
+			fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: hanging in %s\n",
+			    program_invocation_short_name, die_rank, what);
+			for (;;)
+				pause();
+		}
 		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: killing myself in %s\n",
 		    program_invocation_short_name, die_rank, what);
 		raise(SIGKILL);

@@ -15,6 +15,7 @@
 #endif
 
 #include "comm.h"
+#include "topo.h"
 #include "tap.h"
 
 static int nccl;
@@ -80,6 +81,7 @@ static void report(struct comm *w, const char *name)
 static int ranks(void)
 {
 	struct boot b;
+	struct topo t;
 	struct comm *w, *g;
 	struct comm_req *req;
 	char e[256];
@@ -88,6 +90,7 @@ static int ranks(void)
 	double *hd, *dd;
 
 	if (boot_init(&b, e, sizeof e) == -1 ||
+	    (nccl && topo_setup(&b, 1, &t, e, sizeof e) == -1) ||
 	    comm_init(&w, nccl ? COMM_NCCL : COMM_MPI, &b, e, sizeof e) == -1) {
 		fprintf(stderr, "comm test: %s\n", e);
 		return 2;

@@ -1,0 +1,48 @@
+#!/bin/sh
+# cpbench on a GPU host (not in make check): the NCCL comm layer against
+# known answers, --check of every strategy x mask on every GPU, then
+# benchmark rows at 8K tokens per GPU (heads 64:8, head dim 128, bf16, fwd
+# and bwd) and single-GPU flash rows at the same total for comparison.
+#   sh tests/gpu/cpbench.sh [OUTDIR]      (after make -j16)
+# Writes OUTDIR/cpbench.tsv (the benchmark rows), OUTDIR/kbench.tsv and
+# OUTDIR/cpbench.log; prints ok/not ok lines.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+O=${1:-${OUT:-.}}
+mkdir -p "$O"
+W=$(mktemp -d)
+PATH=$(pwd)/bin:$PATH
+export NCCL_NVLS_ENABLE=0         # multicast can take a shared host's GPUs out of service
+n=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$n" -ge 2 ] || { echo "not ok cpbench-gpu: $n GPUs, need 2"; exit 1; }
+mr() { t=$1; shift; timeout "$t" mpirun --allow-run-as-root --bind-to none -n "$n" "$@"; }
+nfail=0
+ok() { if [ "$2" -eq 0 ]; then echo "ok $1"; else echo "not ok $1"; nfail=$((nfail + 1)); fi; }
+
+mr 60 build/tests/comm nccl >"$W/comm.out" 2>&1
+ok "comm-nccl-exit" $?
+cat "$W/comm.out"
+
+for m in full causal full_document causal_document; do
+	maskgen -p $m -n 2K -s 7 -o "$W/$m.amask" || ok "maskgen-$m" 1
+	mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v "$W/$m.amask" >"$W/check-$m.tsv" 2>>"$O/cpbench.log"
+	rc=$?
+	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/check-$m.tsv" | wc -l)
+	ok "cpbench-gpu-check-$m ($nok rows ok, exit $rc)" $([ $rc -eq 0 ] && [ "$nok" -eq 10 ]; echo $?)
+	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-$m.tsv"
+done
+
+S=$((8192 * n))
+for m in full causal full_document causal_document; do
+	case $m in *document) long=--long;; *) long=;; esac
+	maskgen -p $m -n $S -s 1 $long -o "$W/b-$m.amask" || continue
+	mr 240 cpbench -w 3 -n 10 "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
+	ok "cpbench-gpu-bench-$m" $?
+	kbench -k flash -w 3 -n 10 "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
+done
+awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
+awk 'FNR > 1 || NR == 1' "$W"/k-*.tsv >"$O/kbench.tsv"
+cut -f2,3,4,12,13,14,15,16,17,21,22 "$O/cpbench.tsv" | column -t
+cut -f2,3,4,12,16,21,22 "$O/kbench.tsv" | column -t
+rm -rf "$W"
+[ $nfail -eq 0 ]

@@ -1,0 +1,67 @@
+#!/bin/sh
+# cpbench on one host: bad input, the launcher without PMIx, the man page
+# against --help, and (with Open MPI's mpirun, a PMIx server) every strategy
+# checked on 4 ranks as 2 pretended nodes, and a rank killed mid-run.
+. "$(dirname "$0")/../lib.sh"
+
+if [ ! -x "$TOP/bin/cpbench" ]; then
+	fail cpbench-built "bin/cpbench missing (make)"; finish
+fi
+if ! command -v maskgen >/dev/null; then
+	fail cpbench-maskgen "bin/maskgen missing (make)"; finish
+fi
+maskgen -p causal_document -n 1K -s 3 -o "$T/cd.amask" || fail cpbench-mask "maskgen failed"
+printf 'not a mask\n' >"$T/junk.amask"
+
+bad cpbench-nofile "" cpbench --backend mpi "$T/nosuch.amask"
+bad cpbench-junk "" cpbench --backend mpi "$T/junk.amask"
+bad cpbench-heads "" cpbench --backend mpi -H 8:3 "$T/cd.amask"
+bad cpbench-strategy "" cpbench --backend mpi -s ulysses,nosuch "$T/cd.amask"
+bad cpbench-dtype "" cpbench --backend mpi -t fp32 "$T/cd.amask"
+bad cpbench-backend "" cpbench --backend gloo "$T/cd.amask"
+bad cpbench-pass "" cpbench --backend mpi -p fwd,sideways "$T/cd.amask"
+bad cpbench-kernel "" cpbench --backend mpi -k nosuch "$T/cd.amask"
+bad cpbench-ring "" cpbench --backend mpi --ulysses 1 --ring 2 "$T/cd.amask"
+# N copies that each think they are rank 0 must not run
+export SLURM_NTASKS=4
+bad cpbench-nopmix "" cpbench --backend mpi "$T/cd.amask"
+unset SLURM_NTASKS
+export OMPI_COMM_WORLD_SIZE=2
+bad cpbench-nopmix-ompi "" cpbench --backend mpi "$T/cd.amask"
+unset OMPI_COMM_WORLD_SIZE
+if [ "$(make -s -C "$TOP" config | sed -n 's/.*nccl=\([a-z]*\).*/\1/p')" != yes ]; then
+	bad cpbench-nonccl "" cpbench --backend nccl "$T/cd.amask"
+	grep -q "backend nccl: not in this build (no NCCL)" "$T/bad.err" || fail cpbench-nonccl-msg "$(cat "$T/bad.err")"
+fi
+
+# Every long option of --help is in the man page, and the other way round
+cpbench -h 2>"$T/help" >/dev/null
+grep -o -- '--[a-z-]*' "$T/help" | sort -u >"$T/h.opts"
+sed -n 's/.*Fl \\-\([a-z\\-]*\).*/--\1/p' "$TOP/man/man1/cpbench.1" | sed 's/\\//g' | sort -u >"$T/m.opts"
+check cpbench-man-help cmp -s "$T/h.opts" "$T/m.opts"
+
+cpbench -l >"$T/list"
+check cpbench-list test "$(cut -f1 "$T/list" | sort | tr '\n' ' ')" = "loongtrain ring_allgather ring_p2p ulysses usp "
+
+if ! command -v mpirun >/dev/null; then
+	skip cpbench-mpirun "no mpirun (openmpi-bin)"; finish
+fi
+run() { timeout 300 mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp -n 4 "$@"; }
+
+run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 -w 0 -n 1 --check \
+    "$T/cd.amask" >"$T/rows" 2>"$T/err"
+rc=$?
+check cpbench-mpirun-exit test $rc -eq 0
+check cpbench-mpirun-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 10
+check cpbench-mpirun-usp-degrees test "$(awk -F'\t' '$2 == "usp" { print $14 "x" $15 }' "$T/rows" | sort -u)" = 2x2
+check cpbench-topology-lines test "$(grep -c '^cpbench: rank [0-3]/4 on ' "$T/err")" -eq 4
+[ $rc -eq 0 ] || cat "$T/err"
+
+# A rank that dies ends the job: mpirun notices, or the watchdog does
+start=$(date +%s)
+LONGATTN_DIE_RANK=1 LONGATTN_TIMEOUT=10 run cpbench --backend mpi -s ring_p2p -H 8:4 -D 32 \
+    -w 0 -n 1 "$T/cd.amask" >/dev/null 2>"$T/err"
+rc=$? secs=$(($(date +%s) - start))
+check cpbench-kill-exit test $rc -ne 0
+check cpbench-kill-bounded test $secs -lt 60
+finish
