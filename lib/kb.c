@@ -24,11 +24,30 @@ static void *fill(struct rng *g, int dtype, size_t n, double *tmp)
 	return x;
 }
 
+/* The inputs of the last shape and seed: every kernel and pass of a mask
+ * (and every mask of one length) sees the same tensors, made once. */
+static struct {
+	struct attn_shape s;
+	uint64_t seed;
+	struct kb_data d;
+	int have;
+} in;
+
+static int same_shape(const struct attn_shape *a, const struct attn_shape *b);
+
 void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed)
 {
 	struct rng g;
 	double *tmp;
 
+	if (in.have && same_shape(&in.s, s) && in.seed == seed) {
+		*d = in.d;
+		return;
+	}
+	if (in.have) {
+		free(in.d.q); free(in.d.k); free(in.d.v); free(in.d.dout);
+		in.have = 0;
+	}
 	d->nq = (size_t)s->batch * s->sq * s->hq * s->hd;
 	d->nk = (size_t)s->batch * s->sk * s->hkv * s->hd;
 	d->nl = (size_t)s->batch * s->hq * s->sq;
@@ -39,14 +58,15 @@ void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed)
 	d->v = fill(&g, s->dtype, d->nk, tmp);
 	d->dout = fill(&g, s->dtype, d->nq, tmp);
 	free(tmp);
+	in.s = *s;
+	in.seed = seed;
+	in.d = *d;
+	in.have = 1;
 }
 
+/* The data stays cached for the next row; this only forgets the copy. */
 void kb_data_free(struct kb_data *d)
 {
-	free(d->q);
-	free(d->k);
-	free(d->v);
-	free(d->dout);
 	memset(d, 0, sizeof *d);
 }
 

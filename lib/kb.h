@@ -34,7 +34,8 @@ struct kb_result {
 	double err[KB_NERR];        /* relative errors; < 0 when not checked */
 };
 
-/* Inputs in the dtype, fresh from the seed: q, k, v, dout. */
+/* Inputs in the dtype from the seed: q, k, v, dout.  The last set is
+ * kept (kb_data_free does not free it), so rows of one shape share it. */
 struct kb_data {
 	void *q, *k, *v, *dout;
 	size_t nq, nk, nl;          /* elements: q-side, kv-side, lse */

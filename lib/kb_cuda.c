@@ -98,10 +98,10 @@ void kb_run_gpu(const struct kb_job *j, struct kb_result *r)
 	memset(r, 0, sizeof *r);
 	for (int i = 0; i < KB_NERR; i++)
 		r->err[i] = -1;
-	kb_inputs(&d, s, j->seed);
-	nq2 = d.nq * 2;
-	nk2 = d.nk * 2;
-	nl4 = d.nl * sizeof(float);
+	memset(&d, 0, sizeof d);
+	nq2 = (size_t)s->batch * s->sq * s->hq * s->hd * 2;
+	nk2 = (size_t)s->batch * s->sk * s->hkv * s->hd * 2;
+	nl4 = (size_t)s->batch * s->hq * s->sq * sizeof(float);
 	io.stream = stream;
 	/* Everything the row allocates counts: plans, workspace, tensors. */
 	base = dev_inuse();
@@ -122,6 +122,8 @@ void kb_run_gpu(const struct kb_job *j, struct kb_result *r)
 		snprintf(r->why, sizeof r->why, "tensors");
 		goto out;
 	}
+	/* after the allocations: an oom row should not wait for inputs */
+	kb_inputs(&d, s, j->seed);
 	cudaMemcpy(io.q, d.q, nq2, cudaMemcpyHostToDevice);
 	cudaMemcpy(io.k, d.k, nk2, cudaMemcpyHostToDevice);
 	cudaMemcpy(io.v, d.v, nk2, cudaMemcpyHostToDevice);
