@@ -29,6 +29,16 @@ int cp_fail(struct cp_run *r, const char *fmt, ...)
 	return -1;
 }
 
+int cp_kern_rc(struct cp_run *r, int rc, const char *pass)
+{
+	if (rc == KERN_OK)
+		return 0;
+	if (rc == KERN_OOM)
+		r->oom = 1;
+	return cp_fail(r, "kernel %s: %s %s", r->env->kern->name, pass,
+	               rc == KERN_OOM ? "ran out of memory" : "failed");
+}
+
 void cp_commfail(struct cp_run *r, const char *what)
 {
 	char msg[200];
@@ -574,7 +584,7 @@ int cp_drive(struct cp_run *r)
 		(void)rc;
 	}
 	ops_sync(&r->x);
-	st = agree(r, &sc, CP_OK);
+	st = agree(r, &sc, r->oom ? CP_OOM : CP_OK);
 	if (st != CP_OK)
 		goto out;
 	if (job->iters > 0) {

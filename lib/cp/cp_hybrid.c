@@ -158,9 +158,7 @@ static int kfwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *
 	io.o = o;
 	io.lse = lse;
 	io.stream = r->x.stream[0];
-	if (h->kern->fwd(h->kst[src], &io) != KERN_OK)
-		return cp_fail(r, "kernel %s: forward failed", h->kern->name);
-	return 0;
+	return cp_kern_rc(r, h->kern->fwd(h->kst[src], &io), "forward");
 }
 
 static int kbwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *dq, void *dkv)
@@ -177,9 +175,7 @@ static int kbwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *
 	io.dk = dkv;
 	io.dv = (char *)dkv + h->nkl * r->es;
 	io.stream = r->x.stream[0];
-	if (h->kern->bwd(h->kst[src], &io) != KERN_OK)
-		return cp_fail(r, "kernel %s: backward failed", h->kern->name);
-	return 0;
+	return cp_kern_rc(r, h->kern->bwd(h->kst[src], &io), "backward");
 }
 
 /* Streams 1 and 2 start after what stream 0 did before the pass ... */

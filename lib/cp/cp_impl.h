@@ -32,6 +32,7 @@ struct cp_run {
 	void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 	float *lse;
 	char why[160];               /* a failure on this rank; first one wins */
+	int oom;                     /* ... and it was the kernel running out of memory */
 
 	void *self;
 	/* Not timed: buffers, groups, plans.  CP_OK, or a status with why. */
@@ -65,6 +66,8 @@ int cp_piece(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int
 
 /* Set why (once) and return -1. */
 int cp_fail(struct cp_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A kernel pass returned rc (KERN_*): 0, or -1 with why. */
+int cp_kern_rc(struct cp_run *r, int rc, const char *pass);
 /* A comm call failed: every rank ends (comm.h's rule: never a hang). */
 void cp_commfail(struct cp_run *r, const char *what) __attribute__((noreturn));
 

@@ -146,8 +146,8 @@ static int rag_fwd(struct cp_run *r)
 		if (a->kst == NULL) {
 			ops_zero(&r->x, io.o, a->nqg * r->es, 0);
 			ops_fill(&r->x, io.lse, -INFINITY, a->nlg, 0);
-		} else if (a->kern->fwd(a->kst, &io) != KERN_OK) {
-			rc = cp_fail(r, "kernel %s: forward failed", a->kern->name);
+		} else {
+			rc |= cp_kern_rc(r, a->kern->fwd(a->kst, &io), "forward");
 		}
 		ops_record(&r->x, EV_U, 0);
 		if (a->G > 1) {
@@ -200,8 +200,8 @@ static int rag_bwd(struct cp_run *r)
 		if (a->kst == NULL) {
 			ops_zero(&r->x, io.dq, a->nqg * r->es, 0);
 			ops_zero(&r->x, a->dkf, 2 * a->nK * r->es, 0);
-		} else if (a->kern->bwd(a->kst, &io) != KERN_OK) {
-			rc = cp_fail(r, "kernel %s: backward failed", a->kern->name);
+		} else {
+			rc |= cp_kern_rc(r, a->kern->bwd(a->kst, &io), "backward");
 		}
 		ops_record(&r->x, EV_U, 0);
 		if (a->G > 1)
