@@ -62,16 +62,14 @@ static int env_rank(void)
 	return 0;
 }
 
+#ifdef HAVE_NCCL
 static int gpu_present(void)
 {
-#ifdef HAVE_CUDA
 	int n = 0;
 
 	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-	return 0;
-#endif
 }
+#endif
 
 static const char *device_name(int backend)
 {

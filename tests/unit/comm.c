@@ -199,7 +199,8 @@ static int launch(const char *self, const char *die, double *secs)
 			setenv("LONGATTN_DIE_RANK", die, 1);
 			setenv("LONGATTN_DIE_AFTER", "20", 1);
 			setenv("LONGATTN_TIMEOUT", "10", 1);
-			freopen("/dev/null", "w", stdout);
+			if (freopen("/dev/null", "w", stdout) == NULL)
+				_exit(127);
 		}
 		execlp("mpirun", "mpirun", "--oversubscribe", "--allow-run-as-root",
 		    "--mca", "btl", "self,vader,tcp", "-n", "4", self, (char *)NULL);
