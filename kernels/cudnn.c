@@ -4,9 +4,12 @@
  * The graph is the composite one the frontend lowers SDPA to (matmul, scale,
  * masks built from index generators, softmax with stats, matmul, and the
  * matching backward); cuDNN's runtime fusion engine recognises it as flash
- * attention and runs its fused kernels.  The single SDPA operation of
- * cuDNN >= 9.13 takes no mask before 9.21, so it is only tried, on request
- * (LONGATTN_CUDNN_OP=sdpa), for the full mask.
+ * attention and runs its fused kernels (the same engines PyTorch's cuDNN
+ * SDPA gets).  The single SDPA operation of cuDNN >= 9.13 takes no mask
+ * before 9.21 and has no backward before 9.17, so it is only tried on
+ * request (LONGATTN_CUDNN_OP=sdpa) for the full mask; on H200 with 9.19 its
+ * backward graph does not finalize (CUDNN_STATUS_BAD_PARAM), and init says
+ * so rather than substitute anything.
  *
  * Masks cuDNN can express exactly:
  *   a diagonal band  -lo <= k - q <= hi  (full, causal, sliding windows, and
