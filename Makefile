@@ -11,8 +11,11 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 CC        ?= cc
 CUDA_HOME ?= /usr/local/cuda
-NCCL_HOME ?= $(CUDA_HOME)
-CUDNN_HOME ?= $(CUDA_HOME)
+NCCL_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(CUDA_HOME),/usr)
+# cuDNN: the toolkit's copy, else Debian/Ubuntu's (headers under the multiarch
+# include dir); a pip wheel's directory works too (it lacks libcudnn.so, so
+# the library is named by its soname).
+CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),/usr)
 PKG_CONFIG ?= pkg-config
 B := build
 
@@ -28,7 +31,10 @@ have = $(if $(wildcard $(1)),yes,)
 NVCC := $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(CUDA_HOME)/bin/nvcc,)
 HAVE_CUDA  := $(if $(NVCC),yes,)
 HAVE_NCCL  := $(if $(HAVE_CUDA),$(call have,$(NCCL_HOME)/include/nccl.h),)
-HAVE_CUDNN := $(if $(HAVE_CUDA),$(call have,$(CUDNN_HOME)/include/cudnn.h),)
+CUDNN_INC  := $(firstword $(dir $(wildcard $(CUDNN_HOME)/include/cudnn.h $(CUDNN_HOME)/include/*-linux-gnu/cudnn.h)))
+CUDNN_LIBD := $(firstword $(dir $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* $(CUDNN_HOME)/lib/*-linux-gnu/libcudnn.so*)))
+CUDNN_LIB  := $(if $(wildcard $(CUDNN_LIBD)libcudnn.so),-lcudnn,-l:libcudnn.so.9)
+HAVE_CUDNN := $(if $(HAVE_CUDA),$(if $(and $(CUDNN_INC),$(CUDNN_LIBD)),yes),)
 HAVE_PMIX  := $(shell $(PKG_CONFIG) --exists pmix 2>/dev/null && echo yes)
 HAVE_HWLOC := $(shell $(PKG_CONFIG) --exists hwloc 2>/dev/null && echo yes)
 HAVE_MPI   := $(shell $(PKG_CONFIG) --exists ompi-c 2>/dev/null && echo yes)
@@ -52,8 +58,8 @@ else
   $(if $(HAVE_CUDA),$(info make: no NCCL under $(NCCL_HOME) (set NCCL_HOME): cpbench --backend nccl disabled))
 endif
 ifeq ($(HAVE_CUDNN),yes)
-  CPPFLAGS += -DHAVE_CUDNN -I$(CUDNN_HOME)/include
-  LDLIBS   += -L$(CUDNN_HOME)/lib64 -L$(CUDNN_HOME)/lib -Wl,-rpath,$(CUDNN_HOME)/lib64 -Wl,-rpath,$(CUDNN_HOME)/lib -lcudnn
+  CPPFLAGS += -DHAVE_CUDNN -I$(CUDNN_INC)
+  LDLIBS   += -L$(CUDNN_LIBD) -Wl,-rpath,$(CUDNN_LIBD) $(CUDNN_LIB)
 else
   NOT += %cudnn.c
   $(if $(HAVE_CUDA),$(info make: no cuDNN under $(CUDNN_HOME) (set CUDNN_HOME): kernel cudnn disabled))
