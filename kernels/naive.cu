@@ -216,8 +216,10 @@ static const char *naive_check(const struct attn_shape *s, const struct mask *m,
 
 static int up(void **d, const void *h, size_t n)
 {
-	if (dev_alloc(d, n) != 0)
+	if (dev_alloc(d, n ? n : 1) != 0)
 		return KERN_OOM;
+	if (n == 0)
+		return KERN_OK;        /* an empty mask: nothing to copy */
 	return cudaMemcpy(*d, h, n, cudaMemcpyHostToDevice) == cudaSuccess ? KERN_OK : KERN_ERR;
 }
 
@@ -240,8 +242,8 @@ static int naive_init(void **stp, const struct attn_shape *s, const struct mask 
 	}
 	n->nqt = p.nqt;
 	if ((rc = up((void **)&n->row, p.row, (p.nrows + 1) * sizeof *p.row)) != KERN_OK ||
-	    (rc = up((void **)&n->ent, p.ent, (p.nent ? p.nent : 1) * sizeof *p.ent)) != KERN_OK ||
-	    (rc = up((void **)&n->cut, p.cut, (p.ncut ? p.ncut : 1) * sizeof *p.cut)) != KERN_OK)
+	    (rc = up((void **)&n->ent, p.ent, p.nent * sizeof *p.ent)) != KERN_OK ||
+	    (rc = up((void **)&n->cut, p.cut, p.ncut * sizeof *p.cut)) != KERN_OK)
 		goto fail;
 	rc = KERN_OOM;
 	if (dev_alloc((void **)&n->S, pairs * sizeof(float)) != 0 ||

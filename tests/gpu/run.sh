@@ -1,0 +1,107 @@
+#!/bin/sh
+# The one GPU script (not in make check): tests/gpu/run.sh [SECTION...]
+# Sections (default: all of them, in this order):
+#   build     make -j16 all (NCCL_HOME/CUDNN_HOME=/usr when the headers are there)
+#   check     kbench --check -k naive on every pattern at 4K, heads 8:2
+#   oom       a naive row at 48K, heads 64:8: must be `oom', not a crash
+#   bench     every built GPU kernel, paper shape, a few patterns and lengths
+#   sumbench  summarize on 1M synthetic rows (bench/summarize-bench.sh)
+# Rows go to $OUT/check.tsv and $OUT/bench.tsv, logs to $OUT/*.log, the
+# tables to $OUT/summary.txt (at most 8 files come back from the device).
+# A colleague adds a section: one function sec_NAME and its name in ALL.
+# Exit status: the number of failed sections.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-$PWD/out/gpu}
+mkdir -p "$OUT"
+M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
+trap 'rm -rf "$M"' EXIT
+PATH=$PWD/bin:$PATH
+ALL="build check oom bench sumbench"
+nfail=0
+
+say() { echo "gpu: $*" | tee -a "$OUT/run.log"; }
+fail() { say "FAIL: $*"; nfail=$((nfail + 1)); }
+
+# One mask per pattern at length $1 into $M/<pattern>-$1.amask.
+masks() {
+	printf '0 1024 0 1024 causal\n1024 4096 0 2048 full\n2048 4096 2048 4096 bicausal\n' >"$M/custom.txt"
+	for p in $(maskgen -l | awk '{ print $1 }'); do
+		extra=
+		[ "$p" = custom ] && extra="-f $M/custom.txt"
+		# shellcheck disable=SC2086
+		maskgen -p "$p" -n "$1" -s 1 $extra -o "$M/$p-$1.amask" 2>>"$OUT/run.log" ||
+			fail "maskgen $p $1"
+	done
+}
+
+sec_build() {
+	set -- -j16 all
+	[ -f /usr/include/nccl.h ] && set -- "$@" NCCL_HOME=/usr
+	[ -f /usr/include/cudnn.h ] && set -- "$@" CUDNN_HOME=/usr
+	if make "$@" >"$OUT/build.log" 2>&1; then
+		say "build ok ($(make -s config 2>/dev/null | tail -n 1))"
+	else
+		tail -n 20 "$OUT/build.log"
+		fail "build (see build.log)"
+		return 1
+	fi
+	nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/run.log"
+	kbench -l | tee -a "$OUT/run.log"
+}
+
+sec_check() {
+	masks 4096
+	# --check exits 1 on a wrong row: the rows say which
+	kbench --check -v -k naive -p fwd,bwd -H 8:2 -D 128 -w 1 -n 3 "$M"/*-4096.amask \
+	    >"$OUT/check.tsv" 2>>"$OUT/check.log"
+	rc=$?
+	n=$(awk -F'\t' 'NR > 1' "$OUT/check.tsv" | wc -l)
+	bad=$(awk -F'\t' 'NR > 1 && $16 != "ok"' "$OUT/check.tsv" | wc -l)
+	say "check: $n naive rows, $bad not ok, kbench exit $rc"
+	[ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -ge 36 ] || fail "naive --check"
+}
+
+sec_oom() {
+	maskgen -p causal -n 48K -o "$M/causal-48K.amask" || { fail "maskgen 48K"; return; }
+	kbench -v -k naive -p fwd,bwd -H 64:8 -w 0 -n 1 "$M/causal-48K.amask" \
+	    >"$M/oom.tsv" 2>>"$OUT/check.log"
+	rc=$?
+	awk 'NR > 1' "$M/oom.tsv" >>"$OUT/check.tsv"
+	st=$(awk -F'\t' 'NR > 1 { printf "%s ", $16 }' "$M/oom.tsv")
+	say "oom: naive at 48K 64:8: exit $rc, rows: $st"
+	[ "$rc" -eq 0 ] && [ "$st" = "oom oom " ] || fail "naive 48K is not two oom rows"
+}
+
+sec_bench() {
+	kerns=$(kbench -l | awk '$2 ~ /gpu/ { printf "%s%s", n++ ? "," : "", $1 }')
+	[ -n "$kerns" ] || { fail "no GPU kernel built"; return; }
+	for s in 2048 8192 32768; do
+		for p in full causal causal_document sliding_window; do
+			maskgen -p "$p" -n "$s" -s 1 -o "$M/b-$p-$s.amask" || fail "maskgen $p $s"
+		done
+	done
+	kbench -v -k "$kerns" -p fwd,bwd -w 2 -n 5 "$M"/b-*-2048.amask "$M"/b-*-8192.amask \
+	    "$M"/b-*-32768.amask >"$OUT/bench.tsv" 2>>"$OUT/bench.log"
+	rc=$?
+	say "bench: kernels $kerns, $(awk 'NR > 1' "$OUT/bench.tsv" | wc -l) rows, kbench exit $rc"
+	summarize "$OUT/bench.tsv" "$OUT/check.tsv" >"$OUT/summary.txt" 2>>"$OUT/bench.log"
+	cat "$OUT/summary.txt"
+	[ "$rc" -eq 0 ] || fail "bench rows"
+}
+
+sec_sumbench() {
+	sh bench/summarize-bench.sh 2>&1 | tee -a "$OUT/run.log"
+}
+
+[ $# -gt 0 ] && [ "$1" != all ] && ALL="$*"
+for s in $ALL; do
+	case " build check oom bench sumbench " in
+	*" $s "*) ;;
+	*) type "sec_$s" >/dev/null 2>&1 || { echo "gpu: no section '$s'" >&2; exit 2; } ;;
+	esac
+	say "== $s ($(date -u +%H:%M:%S))"
+	"sec_$s" || [ "$s" != build ] || break
+done
+say "done: $nfail failed sections"
+exit "$nfail"
