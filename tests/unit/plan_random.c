@@ -246,6 +246,7 @@ int main(void)
 			    p.nent, p.nrows);
 		}
 		plan_free(&p);
+		mask_free(&m);
 		mask_init(&m, (int64_t)1 << 31, 10, "big", "");
 		ok(plan_build(&p, &m, 128, 128, err, sizeof err) != 0 && strstr(err, "2^31"),
 		    "plan refuses seqlen 2^31: %s", err);
