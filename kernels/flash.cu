@@ -183,6 +183,72 @@ struct dcut {
 	}
 };
 
+/* The 32 score elements a thread holds in a warp's sub-tile: element b
+ * has q = qb + L::qoff(L::qi(b)) and k = kb + L::koff(L::ki(b)), the
+ * offsets compile-time constants.  cut_bits returns the set of elements
+ * some cut allows.  Rectangles cost a compare or two per distinct row and
+ * column (masks whose cuts are single columns, as random_eviction's, have
+ * dozens of cuts per tile); only diagonal cuts test every element. */
+template <class L> static __host__ __device__ constexpr uint32_t qbits(int u)
+{
+	uint32_t m = 0;
+	for (int b = 0; b < 32; b++)
+		if (L::qi(b) == u)
+			m |= 1u << b;
+	return m;
+}
+
+template <class L> static __host__ __device__ constexpr uint32_t kbits(int u)
+{
+	uint32_t m = 0;
+	for (int b = 0; b < 32; b++)
+		if (L::ki(b) == u)
+			m |= 1u << b;
+	return m;
+}
+
+/* The elements with q in [q0,q1) and k in [k0,k1). */
+template <class L>
+static __device__ __forceinline__ uint32_t rect_bits(int qb, int kb, int q0, int q1, int k0, int k1)
+{
+	uint32_t qm = 0, km = 0;
+	const int a0 = qb - q0, a1 = qb - q1, b0 = kb - k0, b1 = kb - k1;
+#pragma unroll
+	for (int u = 0; u < L::NQ; u++)
+		qm |= a0 >= -L::qoff(u) && a1 < -L::qoff(u) ? qbits<L>(u) : 0;
+#pragma unroll
+	for (int u = 0; u < L::NK; u++)
+		km |= b0 >= -L::koff(u) && b1 < -L::koff(u) ? kbits<L>(u) : 0;
+	return qm & km;
+}
+
+/* [rq0,rq1) x [rk0,rk1) is the warp's region: cuts outside it are skipped
+ * by the whole warp at once. */
+template <class L>
+static __device__ __forceinline__ uint32_t cut_bits(const plan_cut *cut, int n, int qb, int kb,
+    int rq0, int rq1, int rk0, int rk1)
+{
+	uint32_t ok = 0;
+	for (int c = 0; c < n; c++) {
+		const plan_cut P = cut[c];
+		if (P.q1 <= rq0 || P.q0 >= rq1 || P.k1 <= rk0 || P.k0 >= rk1)
+			continue;
+		uint32_t in = rect_bits<L>(qb, kb, P.q0, P.q1, P.k0, P.k1);
+		if (P.kind != MASK_FULL && in) {
+			const dcut C(P);
+			const int d = kb - qb;
+#pragma unroll
+			for (int b = 0; b < 32; b++) {
+				const int o = L::koff(L::ki(b)) - L::qoff(L::qi(b));
+				if (d + o < C.lo || d + o > C.hi)
+					in &= ~(1u << b);
+			}
+		}
+		ok |= in;
+	}
+	return ok;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 struct fwd_args {
@@ -197,6 +263,16 @@ struct fwd_args {
 };
 
 enum { FBQ = 128, FBK = 64, FNT = 128, FSUB = 32 };
+
+/* fwd scores s[i][j][x] of a 32-key half: bit (4i + j)*4 + x, row
+ * 16i + 8(x>>1) + g, key 8j + 2t + (x&1). */
+struct fwd_lay {
+	enum { NQ = 4, NK = 8 };
+	static __host__ __device__ constexpr int qoff(int u) { return (u >> 1) * 16 + (u & 1) * 8; }
+	static __host__ __device__ constexpr int koff(int u) { return (u >> 1) * 8 + (u & 1); }
+	static __host__ __device__ constexpr int qi(int b) { return (b >> 4) * 2 + ((b & 3) >> 1); }
+	static __host__ __device__ constexpr int ki(int b) { return ((b >> 2) & 3) * 2 + (b & 1); }
+};
 
 template <int HD> constexpr int fwd_smem() { return (FBQ + 4 * FBK) * HD * 2; }
 
@@ -261,6 +337,19 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 
 #pragma unroll
 		for (int hf = 0; hf < FBK / FSUB; hf++) {
+			/* Partial tiles: which scores are allowed, first, so that a
+			 * warp whose 32 rows see nothing here (block-sparse masks,
+			 * document edges) skips the half altogether. */
+			uint32_t ok = ~0u;
+			if (need) {
+				const int kb0 = k0 + hf * FSUB, qw = q0 + warp * 32;
+				const int qb = qw + (lane >> 2), kb = kb0 + (lane & 3) * 2;
+				ok = rect_bits<fwd_lay>(qb, kb, 0, INT_MAX, 0, a.sk);
+				if (E.ncut > 0)
+					ok &= cut_bits<fwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, qw, qw + 32, kb0, kb0 + FSUB);
+				if (!__any_sync(0xffffffffu, ok))
+					continue;
+			}
 			float s[MI][NB][4];
 #pragma unroll
 			for (int i = 0; i < MI; i++)
@@ -288,31 +377,14 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 			/* Full tiles skip this; partial ones and the ragged last
 			 * k-tile mask exactly.  Rows past sq are never stored. */
 			if (need) {
-				const int kb0 = k0 + hf * FSUB;
-				uint32_t ok = E.ncut > 0 ? 0 : ~0u;
-				for (int c = 0; c < E.ncut; c++) {
-					const dcut C(a.cut[E.cut0 + c]);
-#pragma unroll
-					for (int i = 0; i < MI; i++)
-#pragma unroll
-						for (int j = 0; j < NB; j++)
-#pragma unroll
-							for (int x = 0; x < 4; x++) {
-								int qq = q0 + warp * 32 + i * 16 + (lane >> 2) + (x >> 1) * 8;
-								int kk = kb0 + j * 8 + (lane & 3) * 2 + (x & 1);
-								ok |= (uint32_t)C.allows(qq, kk) << ((i * NB + j) * 4 + x);
-							}
-				}
 #pragma unroll
 				for (int i = 0; i < MI; i++)
 #pragma unroll
 					for (int j = 0; j < NB; j++)
 #pragma unroll
-						for (int x = 0; x < 4; x++) {
-							int kk = kb0 + j * 8 + (lane & 3) * 2 + (x & 1);
-							if (kk >= a.sk || !((ok >> ((i * NB + j) * 4 + x)) & 1))
+						for (int x = 0; x < 4; x++)
+							if (!((ok >> ((i * NB + j) * 4 + x)) & 1))
 								s[i][j][x] = -INFINITY;
-						}
 			}
 
 			/* Online softmax in the log2 domain.  A row with nothing
@@ -455,6 +527,16 @@ struct bwd_args {
 
 enum { BBK = 128, BBQ = 64, BNT = 256 };
 
+/* bwd scores s[j][x] of S^T: bit 4j + x, key kr + g + 8(x>>1), query
+ * 8j + 2t + (x&1). */
+struct bwd_lay {
+	enum { NQ = 16, NK = 2 };
+	static __host__ __device__ constexpr int qoff(int u) { return (u >> 1) * 8 + (u & 1); }
+	static __host__ __device__ constexpr int koff(int u) { return u * 8; }
+	static __host__ __device__ constexpr int qi(int b) { return (b >> 2) * 2 + (b & 1); }
+	static __host__ __device__ constexpr int ki(int b) { return (b & 3) >> 1; }
+};
+
 template <int HD> constexpr int bwd_smem()
 {
 	return (2 * BBK * HD + 4 * BBQ * HD + BBK * BBQ) * 2 + 4 * BBQ * 4;
@@ -555,96 +637,93 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 		const uint32_t boff = buf * BBQ * HD * 2;
 		const float *cL = sL + buf * BBQ, *cD = sD + buf * BBQ;
 
-		float s[NB][4], dp[NB][4];
-#pragma unroll
-		for (int j = 0; j < NB; j++)
-			s[j][0] = s[j][1] = s[j][2] = s[j][3] = dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0;
-#pragma unroll
-		for (int ks = 0; ks < KS; ks++) {
-			uint32_t ka[4], va[4];
-			ldsm4(ka, aKV.at(0, ks));
-			ldsm4(va, aKV.at(0, ks) + VOFF);
-#pragma unroll
-			for (int j = 0; j < NB / 2; j++) {
-				uint32_t qb[4], ob[4];
-				ldsm4(qb, aQn.at(j * 16, ks) + boff);
-				ldsm4(ob, aQn.at(j * 16, ks) + boff + OOFF);
-				dt<T>::mma(s[2 * j], ka, qb);
-				dt<T>::mma(s[2 * j + 1], ka, qb + 2);
-				dt<T>::mma(dp[2 * j], va, ob);
-				dt<T>::mma(dp[2 * j + 1], va, ob + 2);
-			}
-		}
-
-		/* P^T = exp(S^T*scale - lse) and dS^T = P^T (dP^T - D); masked
-		 * and out-of-range pairs get P = 0 (lse may be -inf there). */
+		/* Partial tiles: the allowed scores first; a warp whose 16 keys
+		 * see none of this q-tile skips it and leaves zeros for dQ. */
 		const bool need = E.ncut > 0 || q0 + BBQ > a.sq || k0 + BBK > a.sk;
 		uint32_t ok = ~0u;
 		if (need) {
+			const int qb = q0 + (lane & 3) * 2, kb = k0 + kr + (lane >> 2);
+			ok = rect_bits<bwd_lay>(qb, kb, 0, a.sq, 0, a.sk);
 			if (E.ncut > 0)
-				ok = 0;
-			for (int c = 0; c < E.ncut; c++) {
-				const dcut C(a.cut[E.cut0 + c]);
+				ok &= cut_bits<bwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, q0, q0 + BBQ, k0 + kr, k0 + kr + 16);
+		}
+		const bool any = __any_sync(0xffffffffu, ok);
+		if (any) {
+			float s[NB][4], dp[NB][4];
 #pragma unroll
-				for (int j = 0; j < NB; j++)
+			for (int j = 0; j < NB; j++)
+				s[j][0] = s[j][1] = s[j][2] = s[j][3] = dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0;
 #pragma unroll
-					for (int x = 0; x < 4; x++) {
-						int qq = q0 + j * 8 + (lane & 3) * 2 + (x & 1);
-						int kk = k0 + kr + (lane >> 2) + (x >> 1) * 8;
-						if (C.allows(qq, kk))
-							ok |= 1u << (j * 4 + x);
-					}
+			for (int ks = 0; ks < KS; ks++) {
+				uint32_t ka[4], va[4];
+				ldsm4(ka, aKV.at(0, ks));
+				ldsm4(va, aKV.at(0, ks) + VOFF);
+#pragma unroll
+				for (int j = 0; j < NB / 2; j++) {
+					uint32_t qb[4], ob[4];
+					ldsm4(qb, aQn.at(j * 16, ks) + boff);
+					ldsm4(ob, aQn.at(j * 16, ks) + boff + OOFF);
+					dt<T>::mma(s[2 * j], ka, qb);
+					dt<T>::mma(s[2 * j + 1], ka, qb + 2);
+					dt<T>::mma(dp[2 * j], va, ob);
+					dt<T>::mma(dp[2 * j + 1], va, ob + 2);
+				}
 			}
+
+			/* P^T = exp(S^T*scale - lse) and dS^T = P^T (dP^T - D); masked
+			 * and out-of-range pairs get P = 0 (lse may be -inf there). */
 #pragma unroll
 			for (int j = 0; j < NB; j++)
 #pragma unroll
 				for (int x = 0; x < 4; x++) {
-					int qq = q0 + j * 8 + (lane & 3) * 2 + (x & 1);
-					int kk = k0 + kr + (lane >> 2) + (x >> 1) * 8;
-					if (qq >= a.sq || kk >= a.sk)
-						ok &= ~(1u << (j * 4 + x));
+					const int c = j * 8 + (lane & 3) * 2 + (x & 1);
+					float p = ex2(fmaf(s[j][x], a.sl, -cL[c] * LOG2E));
+					p = (ok >> (j * 4 + x)) & 1 ? p : 0.f;
+					s[j][x] = p;
+					dp[j][x] = p * (dp[j][x] - cD[c]);
 				}
-		}
-#pragma unroll
-		for (int j = 0; j < NB; j++)
-#pragma unroll
-			for (int x = 0; x < 4; x++) {
-				const int c = j * 8 + (lane & 3) * 2 + (x & 1);
-				float p = ex2(fmaf(s[j][x], a.sl, -cL[c] * LOG2E));
-				p = (ok >> (j * 4 + x)) & 1 ? p : 0.f;
-				s[j][x] = p;
-				dp[j][x] = p * (dp[j][x] - cD[c]);
-			}
 
-		/* dV += P^T dO, dK += dS^T Q: A from registers, B via ldmatrix.trans. */
+			/* dV += P^T dO, dK += dS^T Q: A from registers, B via ldmatrix.trans. */
 #pragma unroll
-		for (int kk = 0; kk < BBQ / 16; kk++) {
-			uint32_t pa[4], da[4];
-			pa[0] = dt<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-			pa[1] = dt<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-			pa[2] = dt<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-			pa[3] = dt<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-			da[0] = dt<T>::pack(dp[2 * kk][0], dp[2 * kk][1]);
-			da[1] = dt<T>::pack(dp[2 * kk][2], dp[2 * kk][3]);
-			da[2] = dt<T>::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-			da[3] = dt<T>::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-			/* dS^T rows kr+g, kr+g+8, columns 16kk+2t(+8): to shared for dQ. */
-			sts32(aW0.at(0, kk) + (lane & 3) * 4, da[0]);
-			sts32(aW0.at(8, kk) + (lane & 3) * 4, da[1]);
-			sts32(aW1.at(0, kk) + (lane & 3) * 4, da[2]);
-			sts32(aW1.at(8, kk) + (lane & 3) * 4, da[3]);
+			for (int kk = 0; kk < BBQ / 16; kk++) {
+				uint32_t pa[4], da[4];
+				pa[0] = dt<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+				pa[1] = dt<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+				pa[2] = dt<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+				pa[3] = dt<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+				da[0] = dt<T>::pack(dp[2 * kk][0], dp[2 * kk][1]);
+				da[1] = dt<T>::pack(dp[2 * kk][2], dp[2 * kk][3]);
+				da[2] = dt<T>::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+				da[3] = dt<T>::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+				/* dS^T rows kr+g, kr+g+8, columns 16kk+2t(+8): to shared for dQ. */
+				sts32(aW0.at(0, kk) + (lane & 3) * 4, da[0]);
+				sts32(aW0.at(8, kk) + (lane & 3) * 4, da[1]);
+				sts32(aW1.at(0, kk) + (lane & 3) * 4, da[2]);
+				sts32(aW1.at(8, kk) + (lane & 3) * 4, da[3]);
 #pragma unroll
-			for (int j = 0; j < ND / 2; j++) {
-				uint32_t ob[4], qb[4];
-				ldsm4t(ob, aQt.at(kk * 16, j) + boff + OOFF);
-				ldsm4t(qb, aQt.at(kk * 16, j) + boff);
-				dt<T>::mma(dv[2 * j], pa, ob);
-				dt<T>::mma(dv[2 * j + 1], pa, ob + 2);
-				dt<T>::mma(dk[2 * j], da, qb);
-				dt<T>::mma(dk[2 * j + 1], da, qb + 2);
+				for (int j = 0; j < ND / 2; j++) {
+					uint32_t ob[4], qb[4];
+					ldsm4t(ob, aQt.at(kk * 16, j) + boff + OOFF);
+					ldsm4t(qb, aQt.at(kk * 16, j) + boff);
+					dt<T>::mma(dv[2 * j], pa, ob);
+					dt<T>::mma(dv[2 * j + 1], pa, ob + 2);
+					dt<T>::mma(dk[2 * j], da, qb);
+					dt<T>::mma(dk[2 * j + 1], da, qb + 2);
+				}
+			}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < BBQ / 16; kk++) {
+				sts32(aW0.at(0, kk) + (lane & 3) * 4, 0);
+				sts32(aW0.at(8, kk) + (lane & 3) * 4, 0);
+				sts32(aW1.at(0, kk) + (lane & 3) * 4, 0);
+				sts32(aW1.at(8, kk) + (lane & 3) * 4, 0);
 			}
 		}
-		__syncthreads();        /* dS^T complete */
+		/* dS^T complete.  (Skipping dQ when no warp had a score costs
+		 * registers, 64 bytes of spills at HD = 128, and block-sparse
+		 * plans never visit such a tile.) */
+		__syncthreads();
 
 		/* dQ[64 q][HD] += dS K: warp w takes q rows 16(w&3).., half (w>>2) of HD. */
 		{
