@@ -518,10 +518,12 @@ struct bwd_args {
 	const float *lse, *D;
 	float *dqa;
 	void *dk, *dv;
-	const int32_t *row, *order;
+	float *wsk, *wsv;          /* fp32 dK, dV of split k-tiles, [slot][b][hkv][BBK][hd] */
+	const int32_t *row;
+	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
 	const plan_ent *ent;
 	const plan_cut *cut;
-	int sq, sk, hq, hkv, nkt, group, mgroup;
+	int sq, sk, hq, hkv, nkt, group, mgroup, batch;
 	float sl, scale;
 };
 
@@ -562,6 +564,23 @@ static __device__ __forceinline__ bool bwalk_row(bwalk &w, const bwd_args &a, in
 	return false;
 }
 
+/* Skip the first pos tiles of the walk. */
+static __device__ __forceinline__ bool bwalk_seek(bwalk &w, const bwd_args &a, int hk, int kt, int pos)
+{
+	while (bwalk_row(w, a, hk, kt)) {
+		for (; w.e < w.e1; w.e++) {
+			const int n = a.ent[w.e].t1 - a.ent[w.e].t0;
+			if (pos < n) {
+				w.t = a.ent[w.e].t0 + pos;
+				return true;
+			}
+			pos -= n;
+		}
+		w.gi++;
+	}
+	return false;
+}
+
 static __device__ __forceinline__ bool bwalk_next(bwalk &w, const bwd_args &a, int hk, int kt)
 {
 	if (++w.t < a.ent[w.e].t1)
@@ -583,7 +602,8 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 	T *sdO = sQ + 2 * BBQ * HD, *sdS = sdO + 2 * BBQ * HD;
 	float *sL = (float *)(sdS + BBK * BBQ), *sD = sL + 2 * BBQ;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int hk = blockIdx.x, kt = a.order[blockIdx.y], b = blockIdx.z;
+	const int4 item = a.item[blockIdx.y];
+	const int hk = blockIdx.x, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BBK, kr = warp * 16;
 	const int64_t ldq = (int64_t)a.hq * HD, ldk = (int64_t)a.hkv * HD;
 	const int64_t qbase = (int64_t)b * a.sq * a.hq, kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
@@ -605,8 +625,12 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 		}
 	};
 
+	/* A heavy k-tile (the keys every query sees: a question, a prefix,
+	 * global tokens) is split into several CTAs, each a stretch of the
+	 * walk, so that it does not run alone at the end. */
 	bwalk w = {0, 0, 0, 0};
-	bool more = bwalk_row(w, a, hk, kt);
+	int left = item.z;
+	bool more = left > 0 && bwalk_seek(w, a, hk, kt, item.y);
 	if (more)
 		load_q(w, 0);
 	cp_commit();
@@ -628,7 +652,7 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 		const bwalk cur = w;
 		const int h = hk * a.group + cur.gi, q0 = cur.t * BBQ;
 		const plan_ent E = a.ent[cur.e];
-		more = bwalk_next(w, a, hk, kt);
+		more = --left > 0 && bwalk_next(w, a, hk, kt);
 		cp_wait<0>();
 		__syncthreads();        /* this tile landed; the last dQ step is done */
 		if (more)
@@ -765,6 +789,28 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 	}
 	cp_wait<0>();
 
+	if (item.w >= 0) {
+		/* a split k-tile: add to its fp32 slot, converted at the end */
+		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BBK * HD;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int row = kr + (lane >> 2) + rr * 8;
+			float *pk = a.wsk + so + row * HD + (lane & 3) * 2, *pv = a.wsv + so + row * HD + (lane & 3) * 2;
+#pragma unroll
+			for (int j = 0; j < ND; j++) {
+#if __CUDA_ARCH__ >= 900
+				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[j][2 * rr] * a.scale, dk[j][2 * rr + 1] * a.scale));
+				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[j][2 * rr], dv[j][2 * rr + 1]));
+#else
+				atomicAdd(pk + j * 8, dk[j][2 * rr] * a.scale);
+				atomicAdd(pk + j * 8 + 1, dk[j][2 * rr + 1] * a.scale);
+				atomicAdd(pv + j * 8, dv[j][2 * rr]);
+				atomicAdd(pv + j * 8 + 1, dv[j][2 * rr + 1]);
+#endif
+			}
+		}
+		return;
+	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
@@ -780,21 +826,55 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 	}
 }
 
+/* The split k-tiles' fp32 slots into dk and dv: 4 elements a thread. */
+template <typename T, int HD>
+__global__ void flash_bwd_kv(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
+    int64_t n, int batch, int hkv, int sk)
+{
+	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+	    i += (int64_t)gridDim.x * blockDim.x * 4) {
+		const int col = (int)(i % HD);
+		int64_t r = i / HD;
+		const int row = (int)(r % BBK);
+		r /= BBK;
+		const int hk = (int)(r % hkv);
+		r /= hkv;
+		const int b = (int)(r % batch);
+		const int64_t k = (int64_t)slotkt[r / batch] * BBK + row;
+		if (k >= sk)
+			continue;
+		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
+		float4 x = *(const float4 *)(wsk + i), y = *(const float4 *)(wsv + i);
+		uint2 u, v;
+		u.x = dt<T>::pack(x.x, x.y);
+		u.y = dt<T>::pack(x.z, x.w);
+		v.x = dt<T>::pack(y.x, y.y);
+		v.y = dt<T>::pack(y.z, y.w);
+		*(uint2 *)(dk + o) = u;
+		*(uint2 *)(dv + o) = v;
+	}
+}
+
 /* ---- host ----------------------------------------------------------------- */
 
-/* A plan on the device, with the order its rows' tiles run in. */
+/* A plan on the device, with the order its rows' tiles run in (fwd), or
+ * the CTAs' stretches of the walks (bwd: item, and the k-tile of each
+ * fp32 slot of a k-tile split among several CTAs). */
 struct dplan {
 	int32_t *row, *order;
 	plan_ent *ent;
 	plan_cut *cut;
 	int ntiles;
+	int4 *item;
+	int32_t *slotkt;
+	int nitems, nslots;
 };
 
 struct fstate {
 	struct attn_shape s;
 	int mheads;
 	struct dplan f, b;
-	float *dqa, *D;
+	float *dqa, *D, *ws;
 };
 
 static void dplan_free(struct dplan *d)
@@ -803,6 +883,8 @@ static void dplan_free(struct dplan *d)
 	dev_free(d->order);
 	dev_free(d->ent);
 	dev_free(d->cut);
+	dev_free(d->item);
+	dev_free(d->slotkt);
 	memset(d, 0, sizeof *d);
 }
 
@@ -855,6 +937,81 @@ static int dplan_make(struct dplan *d, const struct plan *p)
 	return rc;
 }
 
+static int by_count(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->z != j->z)
+		return i->z > j->z ? -1 : 1;
+	return i->x > j->x ? -1 : i->x < j->x;
+}
+
+/* The bwd CTAs.  A k-tile's walk is every q-tile of every q-head of the
+ * GQA group; one longer than an eighth of an SM's fair share of the whole
+ * pass is cut into stretches, each its own CTA adding its dK/dV to an fp32
+ * slot, so that the columns every query sees do not run alone at the end.
+ * Causal and full masks stay whole (their longest walk is far below the
+ * cap). */
+static int bplan_items(struct dplan *d, const struct plan *p, const struct attn_shape *s, int mheads)
+{
+	const int n = p->nkt, group = s->hq / s->hkv, mgroup = s->hq / mheads;
+	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
+	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
+	int4 *item = NULL;
+	int nsm = 132, dev = 0, ni = 0, rc;
+
+	if (lmax == NULL || slotkt == NULL) {
+		rc = KERN_ERR;
+		goto out;
+	}
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		nsm = 132;
+	for (int kt = 0; kt < n; kt++)
+		for (int hk = 0; hk < s->hkv; hk++) {
+			int64_t len = 0;
+			for (int gi = 0; gi < group; gi++) {
+				const int r = ((hk * group + gi) / mgroup) * n + kt;
+				for (int e = p->row[r]; e < p->row[r + 1]; e++)
+					len += p->ent[e].t1 - p->ent[e].t0;
+			}
+			total += len;
+			if (len > lmax[kt])
+				lmax[kt] = len;
+		}
+	total *= s->batch;
+	cap = total / ((int64_t)nsm * 8) + 1;
+	if (cap < 64)
+		cap = 64;
+	for (int kt = 0; kt < n; kt++)
+		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+	if ((item = (int4 *)calloc(ni, sizeof *item)) == NULL) {
+		rc = KERN_ERR;
+		goto out;
+	}
+	ni = 0;
+	d->nslots = 0;
+	for (int kt = 0; kt < n; kt++) {
+		if (lmax[kt] <= cap) {
+			item[ni++] = make_int4(kt, 0, (int)lmax[kt], -1);
+			continue;
+		}
+		const int nch = (int)((lmax[kt] + cap - 1) / cap);
+		const int c = (int)((lmax[kt] + nch - 1) / nch);
+		for (int i = 0; i < nch; i++)
+			item[ni++] = make_int4(kt, i * c, c, d->nslots);
+		slotkt[d->nslots++] = kt;
+	}
+	qsort(item, ni, sizeof *item, by_count);
+	d->nitems = ni;
+	if ((rc = upload((void **)&d->item, item, (size_t)ni * sizeof *item)) == KERN_OK)
+		rc = upload((void **)&d->slotkt, slotkt, (size_t)d->nslots * sizeof *slotkt);
+out:
+	free(lmax);
+	free(slotkt);
+	free(item);
+	return rc;
+}
+
 static const char *fl_check(const struct attn_shape *s, const struct mask *m, int pass)
 {
 	(void)pass;
@@ -866,7 +1023,7 @@ static const char *fl_check(const struct attn_shape *s, const struct mask *m, in
 		return "heads_q must be a multiple of heads_kv and of the mask heads";
 	if (s->sq >= INT32_MAX - 256 || s->sk >= INT32_MAX - 256)
 		return "sequence longer than 2^31";
-	if ((s->sq + FBQ - 1) / FBQ > 65535 || (s->sk + BBK - 1) / BBK > 65535 ||
+	if ((s->sq + FBQ - 1) / FBQ > 65535 || (s->sk + BBK - 1) / BBK > 16384 ||
 	    s->batch > 65535 || s->hq > 65535)
 		return "grid too large";
 	return NULL;
@@ -881,6 +1038,7 @@ static void fl_fini(void *st)
 	dplan_free(&f->b);
 	dev_free(f->dqa);
 	dev_free(f->D);
+	dev_free(f->ws);
 	free(f);
 }
 
@@ -933,6 +1091,8 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 		}
 		plan_free(&pb);
 		rc = dplan_make(&f->b, &pt);
+		if (rc == KERN_OK)
+			rc = bplan_items(&f->b, &pt, s, m->heads);
 		plan_free(&pt);
 	}
 	if (rc != KERN_OK) {
@@ -973,13 +1133,16 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 	const struct attn_shape *s = &f->s;
 	cudaStream_t st = (cudaStream_t)io->stream;
 	const int64_t nrow = (int64_t)s->batch * s->sq * s->hq, nq = nrow * HD;
+	const int64_t nws = (int64_t)f->b.nslots * s->batch * s->hkv * BBK * HD;
 	int rc;
 
 	/* The workspace is made on first use: a forward-only run needs none. */
 	if (f->dqa == NULL && (dev_alloc((void **)&f->dqa, (size_t)nq * sizeof(float)) != 0 ||
-	    dev_alloc((void **)&f->D, (size_t)nrow * sizeof(float)) != 0))
+	    dev_alloc((void **)&f->D, (size_t)nrow * sizeof(float)) != 0 ||
+	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0)))
 		return KERN_OOM;
-	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess)
+	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
+	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
 		return launched("memset");
 	flash_bwd_dot<T, HD><<<(unsigned)((nrow + 7) / 8), 256, 0, st>>>((const T *)io->o,
 	    (const T *)io->dout, f->D, nrow, (int)s->sq, s->hq);
@@ -989,15 +1152,23 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 	bwd_args a;
 	a.q = io->q; a.k = io->k; a.v = io->v; a.dout = io->dout;
 	a.lse = io->lse; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
-	a.row = f->b.row; a.order = f->b.order; a.ent = f->b.ent; a.cut = f->b.cut;
+	a.wsk = f->ws; a.wsv = f->ws + nws;
+	a.row = f->b.row; a.item = f->b.item; a.ent = f->b.ent; a.cut = f->b.cut;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->b.ntiles; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
+	a.batch = s->batch;
 	a.sl = (float)s->scale * LOG2E;
 	a.scale = (float)s->scale;
-	dim3 grid(s->hkv, f->b.ntiles, s->batch);
+	dim3 grid(s->hkv, f->b.nitems, s->batch);
 	flash_bwd<T, HD><<<grid, BNT, bwd_smem<HD>(), st>>>(a);
 	if ((rc = launched("bwd")) != KERN_OK)
 		return rc;
+	if (nws > 0) {
+		flash_bwd_kv<T, HD><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
+		    f->b.slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
+		if ((rc = launched("bwd dk/dv")) != KERN_OK)
+			return rc;
+	}
 	flash_bwd_dq<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("bwd dq");
 }
