@@ -221,7 +221,7 @@ int main(int argc, char *argv[])
 			if ((strat[i] = cp_find(names[i])) == NULL)
 				errx(EXIT_BADINPUT, "-s: unknown strategy '%s' (cpbench -l lists them)", names[i]);
 	} else {
-		for (ns = 0; cp_table[ns] != NULL && ns < MAXS; ns++)
+		for (ns = 0; ns < MAXS && cp_table[ns] != NULL; ns++)
 			strat[ns] = cp_table[ns];
 	}
 	np = 0;

@@ -6,6 +6,7 @@
 #   oom       a naive row at 48K, heads 64:8: must be `oom', not a crash
 #   bench     every built GPU kernel, paper shape, a few patterns and lengths
 #   sumbench  summarize on 1M synthetic rows (bench/summarize-bench.sh)
+#   cpbench   tests/gpu/cpbench.sh: NCCL comm layer, cpbench --check, CP rows
 # Rows go to $OUT/check.tsv and $OUT/bench.tsv, logs to $OUT/*.log, the
 # tables to $OUT/summary.txt (at most 8 files come back from the device).
 # A colleague adds a section: one function sec_NAME and its name in ALL.
@@ -17,7 +18,7 @@ mkdir -p "$OUT"
 M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
 trap 'rm -rf "$M"' EXIT
 PATH=$PWD/bin:$PATH
-ALL="build check oom bench sumbench"
+ALL="build check oom bench sumbench cpbench"
 nfail=0
 
 say() { echo "gpu: $*" | tee -a "$OUT/run.log"; }
@@ -92,6 +93,16 @@ sec_bench() {
 
 sec_sumbench() {
 	sh bench/summarize-bench.sh 2>&1 | tee -a "$OUT/run.log"
+}
+
+# cpbench on every GPU (needs 2): NCCL comm layer, --check of every
+# strategy x mask, 8K tokens per GPU rows (tests/gpu/cpbench.sh)
+sec_cpbench() {
+	sh tests/gpu/cpbench.sh "$M/cp" >"$M/cp.out" 2>&1
+	rc=$?
+	tee -a "$OUT/run.log" <"$M/cp.out"
+	cp "$M/cp/cpbench.tsv" "$OUT/cpbench.tsv" 2>/dev/null
+	[ "$rc" -eq 0 ] || fail "cpbench (tests/gpu/cpbench.sh)"
 }
 
 [ $# -gt 0 ] && [ "$1" != all ] && ALL="$*"
