@@ -55,7 +55,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-/* grow *pp to hold n+1 items of size sz */
+/* grow *pp to hold at least n+1 items of size sz */
 static int grow(void *pp, size_t *cap, size_t n, size_t sz)
 {
 	void **p = pp, *q;
@@ -63,7 +63,12 @@ static int grow(void *pp, size_t *cap, size_t n, size_t sz)
 
 	if (n < *cap)
 		return 0;
-	c = *cap ? *cap * 2 : 256;
+	c = *cap ? *cap : 256;
+	while (c <= n) {
+		if (c > SIZE_MAX / 4)
+			return -1;
+		c *= 2;
+	}
 	if (c > SIZE_MAX / sz || (q = realloc(*p, c * sz)) == NULL)
 		return -1;
 	*p = q;
@@ -343,8 +348,9 @@ static void band(struct pb *b, int64_t Q0, int64_t Q1)
 	}
 }
 
-/* The slices of a block row as full pieces, kept cells merged along k. */
-static void block_pieces(struct pb *b, int h, int64_t i)
+/* The runs of kept cells [j0,j1) of block row i of head h, in k order. */
+static void block_runs(struct pb *b, int h, int64_t i, void (*fn)(struct pb *, int64_t, int64_t, int64_t),
+                       int64_t arg)
 {
 	const struct mask *m = b->m;
 	int64_t nk = m->nkb, j0 = -1;
@@ -367,7 +373,7 @@ static void block_pieces(struct pb *b, int h, int64_t i)
 					len = (int)(lim - pos);
 				pos += len;
 				if (pos < lim) {
-					add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[j + pos], MASK_FULL);
+					fn(b, arg, j0, j + pos);
 					j0 = -1;
 				}
 			} else {              /* between runs: count zeros */
@@ -379,7 +385,39 @@ static void block_pieces(struct pb *b, int h, int64_t i)
 		}
 	}
 	if (j0 >= 0)
-		add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[nk], MASK_FULL);
+		fn(b, arg, j0, nk);
+}
+
+/* a run as one full piece of block row i */
+static void run_piece(struct pb *b, int64_t i, int64_t j0, int64_t j1)
+{
+	const struct mask *m = b->m;
+
+	add_piece(b, m->qb[i], m->qb[i + 1], m->kb[j0], m->kb[j1], MASK_FULL);
+}
+
+/* a run as full tiles of a band of `rows` rows, when tiles never straddle cells */
+static void run_tiles(struct pb *b, int64_t rows, int64_t j0, int64_t j1)
+{
+	const struct mask *m = b->m;
+
+	emit_full(b, m->kb[j0] / b->bk, (m->kb[j1] + b->bk - 1) / b->bk, rows);
+}
+
+/* Whether every cell boundary (but the last) is a tile boundary: then each
+ * tile lies in one cell, so it is full or empty, and a row of the plan is
+ * the runs of its block row, with no sweep. */
+static int aligned(const struct mask *m, int64_t bq, int64_t bk)
+{
+	if (m->body != MASK_BODY_BLOCKS)
+		return 0;
+	for (int64_t i = 0; i < m->nqb; i++)
+		if (m->qb[i] % bq != 0)
+			return 0;
+	for (int64_t j = 0; j < m->nkb; j++)
+		if (m->kb[j] % bk != 0)
+			return 0;
+	return 1;
 }
 
 void plan_free(struct plan *p)
@@ -395,7 +433,7 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 	struct pb b;
 	int64_t nqt, nkt, nrows;
 	size_t nx = 0;
-	int rc = 0;
+	int rc = 0, fast;
 
 	memset(p, 0, sizeof *p);
 	if (bq < 1 || bk < 1)
@@ -427,6 +465,7 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 	p->row = malloc((size_t)(nrows + 1) * sizeof *p->row);
 	if (p->row == NULL)
 		b.oom = 1;
+	fast = aligned(m, bq, bk);
 	for (int h = 0; h < m->heads && !b.oom; h++) {
 		int64_t bi = 0;      /* first block row that may touch the band */
 		size_t live = 0;     /* slices kept in b.pc from earlier bands */
@@ -452,8 +491,12 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 				b.npc = 0;
 				while (m->qb[bi + 1] <= Q0)
 					bi++;
+				if (fast) {
+					block_runs(&b, h, bi, run_tiles, Q1 - Q0);
+					continue;
+				}
 				for (int64_t i = bi; i < m->nqb && m->qb[i] < Q1; i++)
-					block_pieces(&b, h, i);
+					block_runs(&b, h, i, run_piece, i);
 			}
 			if (!b.oom)
 				band(&b, Q0, Q1);

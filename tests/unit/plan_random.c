@@ -105,11 +105,27 @@ static void check_restrict(const struct mask *m, const unsigned char *truth, str
 	mask_free(&o);
 }
 
+/* uniform blocks of size bs (the last one shorter): 0, bs, 2bs, ..., s */
+static int64_t *uniform(int64_t s, int64_t bs, int *n)
+{
+	int64_t *b = malloc((size_t)(s / bs + 2) * sizeof *b);
+	int k = 0;
+
+	for (int64_t x = 0; x < s; x += bs)
+		b[k++] = x;
+	b[k] = s;
+	*n = k;
+	return b;
+}
+
+/* random boundaries, or (one time in three) uniform ones that the tile sizes
+ * often divide, which plan_build takes by its no-sweep path */
 static void block_mask(struct mask *m, struct rng *r, int64_t sq, int64_t sk, int heads)
 {
-	int nq, nk;
-	int64_t *qb = g_cuts(r, sq, &nq, 1 + (int)rng_below(r, 10));
-	int64_t *kb = g_cuts(r, sk, &nk, 1 + (int)rng_below(r, 10));
+	int nq, nk, uni = rng_below(r, 3) == 0;
+	int64_t bs = (int64_t)1 << rng_below(r, 5);
+	int64_t *qb = uni ? uniform(sq, bs, &nq) : g_cuts(r, sq, &nq, 1 + (int)rng_below(r, 10));
+	int64_t *kb = uni ? uniform(sk, bs, &nk) : g_cuts(r, sk, &nk, 1 + (int)rng_below(r, 10));
 	double dens = rng_double(r);
 	char err[256];
 
@@ -222,6 +238,39 @@ int main(void)
 		    o.slices[0].k1 - o.slices[0].q1 == 2 && o.area == 3 + 20,
 		    "causal clipped: causal corner keeps k1-q1, then a full block");
 		mask_free(&o);
+		mask_free(&m);
+	}
+
+	/* one tile cut by a thousand slices (eviction columns): the cut array
+	 * grows by more than doubling at once */
+	{
+		struct mask m;
+		int64_t S = 1000;
+		int bad1 = 0, dummy = 0;
+		mask_init(&m, 8, S, "columns", "");
+		g.sq = 8;
+		g.sk = S;
+		g.n = 0;
+		for (int64_t k = 0; k < S; k++) {
+			int64_t a = rng_below(&r, 8), b = rng_range(&r, a + 1, 8);
+			mask_add(&m, a, b, k, k + 1, MASK_FULL);
+			g_add(&g, a, b, k, k + 1, MASK_FULL);
+		}
+		mask_finish(&m, err, sizeof err);
+		for (int64_t q = 0; q < 8; q++)
+			for (int64_t k = 0; k < S; k++)
+				truth[q * S + k] = (unsigned char)g_count(&g, q, k);
+		{
+			struct plan p;
+			char why[300];
+			if (plan_build(&p, &m, 8, 1024, err, sizeof err) != 0 ||
+			    check_plan(&p, truth, 8, S, 1, why, sizeof why) != 0 || p.ncut < 900)
+				bad1++;
+			plan_free(&p);
+		}
+		for (int j = 0; j < 4; j++)
+			check_both(&m, truth, &r, &bad1, &dummy, first, sizeof first);
+		ok(bad1 == 0 && dummy == 0, "a tile with 1000 cuts, and other tiles of the same mask");
 		mask_free(&m);
 	}
 
