@@ -389,7 +389,12 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 
 			/* Online softmax in the log2 domain.  A row with nothing
 			 * allowed so far keeps m = -inf; its offset is 0, so no
-			 * inf - inf. */
+			 * inf - inf.  Once a row's maximum settles, most halves
+			 * leave it unchanged: the O rescale (128 multiplies a
+			 * thread at HD = 128) is skipped when no row of the warp
+			 * moved. */
+			float alpha[MI][2];
+			bool moved = false;
 #pragma unroll
 			for (int i = 0; i < MI; i++)
 #pragma unroll
@@ -401,7 +406,8 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 					const float off = mx == -INFINITY ? 0.f : mx * a.sl;
-					const float alpha = ex2(m[i][rr] * a.sl - off);
+					moved |= mx != m[i][rr];
+					alpha[i][rr] = mx != m[i][rr] ? ex2(m[i][rr] * a.sl - off) : 1.f;
 					m[i][rr] = mx;
 					float sum = 0;
 #pragma unroll
@@ -412,13 +418,18 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 						s[i][j][2 * rr + 1] = p1;
 						sum += p0 + p1;
 					}
-					l[i][rr] = l[i][rr] * alpha + sum;
+					l[i][rr] = l[i][rr] * alpha[i][rr] + sum;
+				}
+			if (__any_sync(0xffffffffu, moved))
+#pragma unroll
+				for (int i = 0; i < MI; i++)
 #pragma unroll
 					for (int j = 0; j < ND; j++) {
-						acc[i][j][2 * rr] *= alpha;
-						acc[i][j][2 * rr + 1] *= alpha;
+						acc[i][j][0] *= alpha[i][0];
+						acc[i][j][1] *= alpha[i][0];
+						acc[i][j][2] *= alpha[i][1];
+						acc[i][j][3] *= alpha[i][1];
 					}
-				}
 
 #pragma unroll
 			for (int kk = 0; kk < FSUB / 16; kk++) {

@@ -4,6 +4,9 @@
 #                      S = 1000 (1024 where the pattern needs blocks), fwd and
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
 #                      odd lengths (3001) and batch 2: every row must be ok.
+#   flash.sh quick     a shorter check (every pattern bf16 8:2 hd128, odd
+#                      lengths, split k-tiles at 4K) and flash alone on
+#                      full/causal at 16K/32K and five sparse patterns at 32K
 #   flash.sh bench     kbench -k flash,naive on full and causal at 8K-32K and
 #                      flash on every other pattern at 32K (64:8, hd 128, bf16)
 #   flash.sh sass      instruction counts per kernel from cuobjdump (HMMA,
@@ -90,6 +93,36 @@ check)
 	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
 	kb "odd fp16 4:1 hd128" -t fp16 -H 4:1 -D 128 $M/causal.3001.amask $M/sliding_window.3001.amask
 	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
+	;;
+quick)
+	: >"$OUT/flash-check.err"
+	rm -f "$OUT/flash-check.tsv"
+	allmasks 1000
+	for p in causal causal_document sliding_window block_sparse_variable; do
+		gen $p 3001 -w 300 -H 2 --min-block 32 --avg-block 300 --ratio 0.4
+	done
+	gen causal 4096
+	gen share_question 4096
+	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
+	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
+	kb "fp16 8:2 hd128" -t fp16 -H 8:2 -D 128 $M/random_eviction.1000.amask \
+	    $M/block_sparse_variable.1000.amask $M/share_question.1000.amask
+	# walks longer than 64 q-tiles are split among CTAs at this size
+	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
+	for n in 16384 32768; do
+		gen full $n
+		gen causal $n
+	done
+	for p in share_question causal_document sliding_window_causal block_sparse_uniform \
+	    random_eviction; do
+		gen $p 32768
+	done
+	timeout $TMO "$KBENCH" -v -k flash -w 2 -n 5 $M/full.16384.amask $M/causal.16384.amask \
+	    $M/full.32768.amask $M/causal.32768.amask $M/share_question.32768.amask \
+	    $M/causal_document.32768.amask $M/sliding_window_causal.32768.amask \
+	    $M/block_sparse_uniform.32768.amask $M/random_eviction.32768.amask \
+	    >"$OUT/flash-bench.tsv" 2>"$OUT/flash-bench.err" || rc=1
+	cut -f3,4,12,16,18,21,22 "$OUT/flash-bench.tsv"
 	;;
 bench)
 	for n in 8192 16384 32768; do
