@@ -30,6 +30,7 @@ struct cp_job {
 	int warmup, iters;
 	int check;                   /* compare with the fp64 single-device reference */
 	uint64_t seed;
+	int window;                  /* loongtrain's inner ring, in ring members; 0 = its default */
 };
 
 struct cp_result {

@@ -6,8 +6,8 @@
  * ring members too and the inner ring has something to do inside it.
  * Window: the ring members that share a node (node size / Ulysses), so the
  * inner ring stays on NVLink and only the outer ring crosses nodes; 2 when
- * the node size is unknown.  The window always divides the ring (else it
- * shrinks until it does). */
+ * the node size is unknown.  This default shrinks until it divides the
+ * ring; a window asked for (job->window) that does not is unsupported. */
 #include "cp_impl.h"
 
 static int divides_heads(const struct cp_job *job, int u)
@@ -31,6 +31,8 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 			U--;
 	}
 	R = job->ring > 0 ? job->ring : U > 0 && w % U == 0 ? w / U : 1;
+	if (job->window > 0)
+		return cp_hybrid(env, job, res, U, R, job->window);
 	W = ns > 0 ? ns / U : 2;
 	if (W < 1)
 		W = 1;
