@@ -94,6 +94,36 @@ static const char *status_name(int s)
 	return s >= 0 && s <= CP_ERROR ? n[s] : "error";
 }
 
+/* A digest of the mask: ranks on nodes without a shared file system may
+ * read different files under one name, and would then disagree silently. */
+static uint64_t mask_digest(const struct mask *m)
+{
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *p;
+	size_t i, n;
+
+#define MIX(ptr, len) for (p = (const unsigned char *)(ptr), n = (len), i = 0; i < n; i++) \
+		h = (h ^ p[i]) * 1099511628211ULL
+	MIX(&m->sq, sizeof m->sq);
+	MIX(&m->area, sizeof m->area);
+	MIX(&m->heads, sizeof m->heads);
+	for (i = 0; i < m->nslices; i++) {
+		const struct mask_slice *sl = &m->slices[i];
+		uint64_t v[5] = { sl->q0, sl->q1, sl->k0, sl->k1, sl->kind }, j;
+
+		for (j = 0; j < 5; j++)
+			h = (h ^ v[j]) * 1099511628211ULL;
+	}
+	if (m->body == MASK_BODY_BLOCKS && m->bits != NULL) {
+		size_t nb = ((size_t)m->heads * m->nqb * m->nkb + 7) / 8, k;
+
+		for (k = 0; k < nb; k++)
+			h = (h ^ m->bits[k]) * 1099511628211ULL;
+	}
+#undef MIX
+	return h;
+}
+
 /* Ranks per node from PMIx node ids: hybrid strategies put a node's ranks
  * in one group, which they take as consecutive ranks. */
 static int node_size_of(const struct boot *b, char *err, size_t n)
@@ -285,6 +315,17 @@ int main(int argc, char *argv[])
 	if (boot_init(&b, err, sizeof err) == -1)
 		errx(EXIT_BADINPUT, "%s", err);
 	rank = b.rank;
+	{
+		uint64_t d = mask_digest(&m), *all = xcalloc(b.size, sizeof *all);
+
+		if (boot_allgather(&b, "mask", &d, all, sizeof d, err, sizeof err) == -1)
+			boot_abort(&b, EXIT_BADINPUT, err);
+		for (i = 0; i < b.size; i++)
+			if (all[i] != all[0])
+				errx(EXIT_BADINPUT, "%s: rank %d read a different mask than rank 0 "
+				    "(is the file on a shared file system?)", argv[0], i);
+		free(all);
+	}
 	if (U > 0 && b.size % U != 0)
 		errx(EXIT_BADINPUT, "--ulysses %d does not divide the %d ranks", U, b.size);
 	if (R > 0 && b.size % R != 0)

@@ -57,6 +57,19 @@ check cpbench-mpirun-usp-degrees test "$(awk -F'\t' '$2 == "usp" { print $14 "x"
 check cpbench-topology-lines test "$(grep -c '^cpbench: rank [0-3]/4 on ' "$T/err")" -eq 4
 [ $rc -eq 0 ] || cat "$T/err"
 
+# Ranks that read different files under one name must not run
+maskgen -p full -n 1K -o "$T/full.amask" || fail cpbench-mask "maskgen failed"
+cat >"$T/diff.sh" <<EOF
+f=$T/cd.amask
+[ "\$OMPI_COMM_WORLD_RANK" = 1 ] && f=$T/full.amask
+exec cpbench --backend mpi -s ulysses -p fwd -H 8:4 -D 32 -w 0 -n 1 "\$f"
+EOF
+timeout 60 mpirun --oversubscribe --allow-run-as-root -n 2 sh "$T/diff.sh" >"$T/rows" 2>"$T/err"
+rc=$?
+check cpbench-mask-differs test $rc -eq 2
+check cpbench-mask-differs-msg grep -q '^cpbench: .*rank 1 read a different mask' "$T/err"
+check cpbench-mask-differs-norows test ! -s "$T/rows"
+
 # A rank that dies ends the job: mpirun notices, or the watchdog does
 start=$(date +%s)
 LONGATTN_DIE_RANK=1 LONGATTN_TIMEOUT=10 run cpbench --backend mpi -s ring_p2p -H 8:4 -D 32 \
