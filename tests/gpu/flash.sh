@@ -3,7 +3,8 @@
 #   flash.sh [check]   kbench --check -k flash over every maskgen pattern at
 #                      S = 1000 (1024 where the pattern needs blocks), fwd and
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
-#                      odd lengths (3001) and batch 2: every row must be ok.
+#                      odd lengths (3001), batch 2, and k-tiles split among
+#                      CTAs (causal, share_question at 4K): every row ok.
 #   flash.sh quick     a shorter check (every pattern bf16 8:2 hd128, odd
 #                      lengths, split k-tiles at 4K) and flash alone on
 #                      full/causal at 16K/32K and five sparse patterns at 32K
@@ -93,6 +94,10 @@ check)
 	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
 	kb "odd fp16 4:1 hd128" -t fp16 -H 4:1 -D 128 $M/causal.3001.amask $M/sliding_window.3001.amask
 	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
+	# walks longer than 64 q-tiles are split among CTAs at this size
+	gen causal 4096
+	gen share_question 4096
+	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
 	;;
 quick)
 	: >"$OUT/flash-check.err"

@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
 trap 'rm -rf "$M"' EXIT
 PATH=$PWD/bin:$PATH
-ALL="build check oom bench sumbench cpbench"
+ALL="build check oom bench sumbench cpbench flash"
 nfail=0
 
 say() { echo "gpu: $*" | tee -a "$OUT/run.log"; }
@@ -104,6 +104,18 @@ sec_cpbench() {
 	tee -a "$OUT/run.log" <"$M/cp.out"
 	cp "$M/cp/cpbench.tsv" "$OUT/cpbench.tsv" 2>/dev/null
 	[ "$rc" -eq 0 ] || fail "cpbench (tests/gpu/cpbench.sh)"
+}
+
+# flash: kbench --check -k flash on every pattern, bf16/fp16, hd 64/128,
+# GQA and MHA, odd lengths, batch 2, split k-tiles (tests/gpu/flash.sh);
+# its rows join check.tsv
+sec_flash() {
+	OUT="$M/flash" sh tests/gpu/flash.sh check >"$M/flash.out" 2>&1
+	rc=$?
+	tail -n +2 "$M/flash/flash-check.tsv" >>"$OUT/check.tsv" 2>/dev/null
+	grep -v '^ok ' "$M/flash.out" | tee -a "$OUT/run.log"
+	say "flash: $(grep -c '^ok ' "$M/flash.out") rows ok, $(grep -c '^not ok' "$M/flash.out") not ok"
+	[ "$rc" -eq 0 ] || fail "flash --check (tests/gpu/flash.sh)"
 }
 
 [ $# -gt 0 ] && [ "$1" != all ] && ALL="$*"
