@@ -182,6 +182,9 @@ int main(int argc, char *argv[])
 			errx(EXIT_BADINPUT, "%s: %d mask heads do not divide %d query heads",
 			    argv[i], masks[i].heads, hq);
 	}
+#ifndef HAVE_CUDA
+	(void)device;          /* every GPU kernel is disabled: nothing to open */
+#endif
 	if (needgpu) {
 #ifdef HAVE_CUDA
 		if (ngpu < 0)
