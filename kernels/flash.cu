@@ -4,8 +4,10 @@
  * fwd: one CTA per (q-head, q-tile of 128, batch), 4 warps of 32 rows each
  * (two m16 blocks per warp, so every K/V fragment read from shared memory
  * feeds two mma: shared-memory bandwidth, not the tensor cores, is what
- * limits a 16-row warp on Hopper).  K and V tiles of 64 keys; V of tile j
- * and K of tile j+1 load while S and then softmax+PV of tile j compute.
+ * limits a 16-row warp on Hopper).  K and V tiles of 64 keys, double
+ * buffered: tile j+1 loads while tile j computes, one barrier a tile.
+ * q-tiles run heaviest first (plan work), so causal and document tails
+ * do not start last.
  *
  * bwd: D = rowsum(dO*O) first; then one CTA per (kv-head, k-tile of 128,
  * batch), 8 warps of 16 keys, walking the transposed plan for every q-head
@@ -13,7 +15,12 @@
  * computes S^T and dP^T for its keys directly: P^T and dS^T then sit in
  * registers in exactly the A-operand layout dV += P^T dO and dK += dS^T Q
  * need.  dS^T goes through shared memory once for dQ += dS K, which is
- * added to an fp32 workspace with atomics and converted at the end.
+ * added to an fp32 workspace with atomics and converted at the end.  A
+ * k-tile that every query visits (a question, a prefix) is split among
+ * several CTAs that add dK/dV to an fp32 slot.
+ *
+ * Partial tiles are masked from the plan's cuts with one bit per score a
+ * thread holds; a warp whose part of a tile no cut reaches skips it.
  *
  * Shared-memory tiles are rows of 16-byte chunks, chunk c of row r stored
  * at c ^ (r & 7): the 8 rows an ldmatrix phase reads hit 8 distinct bank
@@ -169,17 +176,14 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld, i
 	}
 }
 
-/* A cut as bounds on q, k and k - q (plan_cut_allows without branches;
- * every coordinate is below 2^31 - 256, so k - q fits an int). */
+/* A cut as bounds on q, k and k - q, as plan_cut_allows reads it (every
+ * coordinate is below 2^31 - 256, so k - q fits an int). */
 struct dcut {
 	int q0, q1, k0, k1, lo, hi;
 	__device__ __forceinline__ dcut(const plan_cut &c) {
 		q0 = c.q0; q1 = c.q1; k0 = c.k0; k1 = c.k1;
 		lo = c.kind == MASK_INVCAUSAL || c.kind == MASK_BICAUSAL ? c.k0 - c.q0 : INT_MIN;
 		hi = c.kind == MASK_CAUSAL || c.kind == MASK_BICAUSAL ? c.k1 - c.q1 : INT_MAX;
-	}
-	__device__ __forceinline__ bool allows(int q, int k) const {
-		return (q >= q0) & (q < q1) & (k >= k0) & (k < k1) & (k - q >= lo) & (k - q <= hi);
 	}
 };
 
