@@ -19,10 +19,11 @@ static uint64_t mix(uint64_t x)
 	return x;
 }
 
-/* small tiles, but never more than 256 tile rows or columns */
+/* mostly small tiles, sometimes big ones (tiles with many cuts), but never
+ * more than 256 tile rows or columns */
 static int tile(int64_t s, uint64_t h)
 {
-	int64_t t = 1 + (int64_t)(h % 17);
+	int64_t t = h % 8 == 0 ? (int64_t)64 << (h / 8 % 6) : 1 + (int64_t)(h % 17);
 	if (s / t > 256)
 		t = (s + 255) / 256;
 	return (int)t;

@@ -84,5 +84,16 @@ int main(int argc, char *argv[])
 						mask_setblock(&m, h, i, j);
 		put(argv[1], &m);
 	}
+	/* a checkerboard of 600 one-token block rows: a big tile gets 600 cuts */
+	{
+		static int64_t qb[601];
+		int64_t kb[] = { 0, 1, 2 };
+		for (int i = 0; i <= 600; i++)
+			qb[i] = i;
+		mask_init_blocks(&m, 600, 2, 1, 600, qb, 2, kb, "checker", "");
+		for (int i = 0; i < 600; i++)
+			mask_setblock(&m, 0, i, i % 2);
+		put(argv[1], &m);
+	}
 	return 0;
 }
