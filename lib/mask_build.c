@@ -293,7 +293,11 @@ static int meet(const struct sweep *w, size_t x, size_t y, char *err, size_t err
 		x = y;
 		y = t;
 	}
-	return fail(err, errlen, "slices %zu and %zu overlap", x, y);
+	return fail(err, errlen, "slices %zu and %zu overlap (%lld %lld %lld %lld %s, %lld %lld %lld %lld %s)",
+	    x, y, (long long)w->s[x].q0, (long long)w->s[x].q1, (long long)w->s[x].k0,
+	    (long long)w->s[x].k1, mask_kind_name(w->s[x].kind), (long long)w->s[y].q0,
+	    (long long)w->s[y].q1, (long long)w->s[y].k0, (long long)w->s[y].k1,
+	    mask_kind_name(w->s[y].kind));
 }
 
 static int disjoint(const struct mask *m, char *err, size_t errlen)
