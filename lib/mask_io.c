@@ -147,7 +147,6 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	uint32_t body, heads;
 	uint64_t sq, sk, area, n1, n2, want;
 	const unsigned char *p;
-	char e[200];
 
 	if (n < HDR + TRAILER)
 		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
@@ -213,8 +212,8 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 		if (bits % 8 != 0 && (p[nb - 1] >> (bits % 8)) != 0)
 			return fail(err, errlen, "bitmap padding bits are set");
 	}
-	if (mask_check(m, 1, e, sizeof e) != 0)
-		return fail(err, errlen, "%s", e);
+	if (mask_check(m, 1, err, errlen) != 0)
+		return -1;
 	if (m->area != area)
 		return fail(err, errlen, "area %llu in the header, the body gives %llu",
 		    (unsigned long long)area, (unsigned long long)m->area);
