@@ -3,9 +3,11 @@
 # Sections (default: all of them, in this order):
 #   build     make -j16 all (NCCL_HOME/CUDNN_HOME=/usr when the headers are there)
 #   check     kbench --check -k naive on every pattern at 4K, heads 8:2
+#   variants  the same for MHA 8:8, batch 2, fp16, head dim 64, at 2K
 #   oom       a naive row at 48K, heads 64:8: must be `oom', not a crash
 #   bench     every built GPU kernel, paper shape, a few patterns and lengths
 #   sumbench  summarize on 1M synthetic rows (bench/summarize-bench.sh)
+#   demo      bench/demo.sh, the main job, with this GPU
 #   cpbench   tests/gpu/cpbench.sh: NCCL comm layer, cpbench --check, CP rows
 # Rows go to $OUT/check.tsv and $OUT/bench.tsv, logs to $OUT/*.log, the
 # tables to $OUT/summary.txt (at most 8 files come back from the device).
@@ -61,6 +63,29 @@ sec_check() {
 	bad=$(awk -F'\t' 'NR > 1 && $16 != "ok"' "$OUT/check.tsv" | wc -l)
 	say "check: $n naive rows, $bad not ok, kbench exit $rc"
 	[ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -ge 36 ] || fail "naive --check"
+}
+
+# The other paths of naive: MHA, batch 2, fp16, mask heads = query heads.
+sec_variants() {
+	for p in causal_document sliding_window block_sparse_variable; do
+		maskgen -p "$p" -n 2048 -s 2 -o "$M/v-$p.amask" || fail "maskgen $p"
+	done
+	kbench --check -v -k naive -p fwd,bwd -H 8:8 -D 64 -b 2 -t fp16 -w 1 -n 3 "$M"/v-*.amask \
+	    >"$M/var.tsv" 2>>"$OUT/check.log"
+	rc=$?
+	awk 'NR > 1' "$M/var.tsv" >>"$OUT/check.tsv"
+	bad=$(awk -F'\t' 'NR > 1 && $16 != "ok"' "$M/var.tsv" | wc -l)
+	say "variants: naive MHA 8:8, batch 2, fp16: $(awk 'NR > 1' "$M/var.tsv" | wc -l) rows, $bad not ok, exit $rc"
+	[ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] || fail "naive variants"
+}
+
+# The main job on this GPU (bench/demo.sh), its table into the log.
+sec_demo() {
+	DEMO_DIR=$M/demo sh bench/demo.sh >"$M/demo.out" 2>&1
+	rc=$?
+	tee -a "$OUT/run.log" <"$M/demo.out"
+	cp "$M/demo/rows.tsv" "$OUT/demo.tsv" 2>/dev/null
+	[ "$rc" -eq 0 ] || fail "demo"
 }
 
 sec_oom() {
@@ -120,10 +145,9 @@ sec_flash() {
 
 [ $# -gt 0 ] && [ "$1" != all ] && ALL="$*"
 for s in $ALL; do
-	case " build check oom bench sumbench " in
-	*" $s "*) ;;
-	*) type "sec_$s" >/dev/null 2>&1 || { echo "gpu: no section '$s'" >&2; exit 2; } ;;
-	esac
+	type "sec_$s" >/dev/null 2>&1 || { echo "gpu: no section '$s'" >&2; exit 2; }
+done
+for s in $ALL; do
 	say "== $s ($(date -u +%H:%M:%S))"
 	"sec_$s" || [ "$s" != build ] || break
 done
