@@ -19,7 +19,7 @@ CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),/usr)
 PKG_CONFIG ?= pkg-config
 B := build
 
-COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread
 CPPFLAGS += -D_GNU_SOURCE -Ilib -Ikernels -Imasks -DCOMMIT='"$(COMMIT)"' \
