@@ -1,5 +1,5 @@
 /* The mask file in memory: a list of slices (MagiAttention FFA semantics) or a
- * block-sparse body, plus the exact area.  See mask(5) for the bytes on disk. */
+ * block-sparse body, plus the exact area.  See amask(5) for the bytes on disk. */
 #ifndef MASK_H
 #define MASK_H
 #include <stddef.h>
