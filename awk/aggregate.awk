@@ -9,7 +9,7 @@
 # ms_median only with -v want_ms=1 (it costs a second median per group).
 # status: wrong if any row is wrong; else ok if any is ok (medians of the
 # ok rows); else error, oom, unsupported in that order.  mixed = 1 when the
-# rows of a table differ in shape or device (the title shows the first).
+# groups of a table differ in shape or device (the title shows the first).
 
 BEGIN {
 	FS = OFS = "\t"
@@ -63,15 +63,17 @@ NF == 0 { next }
 		}
 		lastt = t
 		ti = tab[t]
-		# the table's shape in scalars: compared on every row
+		# the table's shape in scalars, for each new group's row
 		Shq = thq[ti]; Shkv = thkv[ti]; Shd = thd[ti]; Sdt = tdt[ti]; Sb = tb[ti]; Sdev = tdev[ti]
 	}
-	if ($Chq != Shq || $Chkv != Shkv || $Chd != Shd || $Cdt != Sdt || $Cbatch != Sb || $Cdev != Sdev)
-		tmixed[ti] = 1
 	# one string lookup per row, of strings only (no number conversions);
 	# everything per group is keyed by its number
 	g = t SUBSEP $Csl SUBSEP label
 	if ((gi = gid[g]) == "") {
+		# a group's shape is its first row's: rows of one group that
+		# differ in shape are not told apart (nor should they be made)
+		if ($Chq != Shq || $Chkv != Shkv || $Chd != Shd || $Cdt != Sdt || $Cbatch != Sb || $Cdev != Sdev)
+			tmixed[ti] = 1
 		gid[g] = gi = ++ngrp
 		gt[gi] = ti; gsl[gi] = sl = $Csl + 0; glab[gi] = label
 		nok[gi] = nbad[gi] = mem[gi] = 0

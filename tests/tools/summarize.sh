@@ -26,6 +26,11 @@ check "seqlen ascending numerically" sh -c "awk '/^causal fwd/{f=1;next} f&&/^\$
 check "cpbench columns strategy/world" grep -q 'ring_p2p/8  ulysses/8  ring_p2p/4' "$F/summarize-table.txt"
 check "CPU rows recomputed from ms and area" grep -q '0.0047$' "$F/summarize-table.txt"
 
+# A table whose rows differ in shape says so in its title.
+awk -F'\t' -v OFS='\t' 'NR == 3 { $8 = 32 } { print }' "$K" | summarize >"$T/mixed" 2>/dev/null
+check "mixed shapes are flagged in the title" grep -q '^causal fwd: heads 64:8, .*(and other shapes or devices)$' "$T/mixed"
+check "... and only that table" sh -c "[ \$(grep -c 'other shapes' '$T/mixed') -eq 1 ]"
+
 # Plots: one PNG and one SVG per (mask, pass), paths on stderr.
 if command -v gnuplot >/dev/null 2>&1; then
 	summarize -p "$T/plots" "$K" "$C" >/dev/null 2>"$T/err"
