@@ -42,71 +42,75 @@ $1 == "tool" {
 	next
 }
 
-NF == 0 { next }
-
 {
-	if (ncols == 0)
-		die(FILENAME ": line " FNR ": result rows without a header line")
-	if (NF != ncols)
+	if (NF != ncols) {
+		if (NF == 0)
+			next
+		if (ncols == 0)
+			die(FILENAME ": line " FNR ": result rows without a header line")
 		die(FILENAME ": line " FNR ": " NF " fields, want " ncols)
-	label = $Ckern
-	if ($Ctool == "cpbench")
-		label = label "/" $Cworld
-	t = $Cmask SUBSEP $Cpass
-	if (t != lastt) {
-		if (!(t in tab)) {
-			tab[t] = ++ntab
-			tmask[ntab] = $Cmask; tpass[ntab] = $Cpass
-			thq[ntab] = $Chq; thkv[ntab] = $Chkv; thd[ntab] = $Chd
-			tdt[ntab] = $Cdt; tb[ntab] = $Cbatch; tdev[ntab] = $Cdev
-			tmixed[ntab] = 0; nsl[ntab] = 0; nlab[ntab] = 0
-		}
-		lastt = t
-		ti = tab[t]
-		# the table's shape in scalars, for each new group's row
-		Shq = thq[ti]; Shkv = thkv[ti]; Shd = thd[ti]; Sdt = tdt[ti]; Sb = tb[ti]; Sdev = tdev[ti]
 	}
-	# one string lookup per row, of strings only (no number conversions);
-	# everything per group is keyed by its number
-	g = t SUBSEP $Csl SUBSEP label
-	if ((gi = gid[g]) == "") {
-		# a group's shape is its first row's: rows of one group that
-		# differ in shape are not told apart (nor should they be made)
-		if ($Chq != Shq || $Chkv != Shkv || $Chd != Shd || $Cdt != Sdt || $Cbatch != Sb || $Cdev != Sdev)
-			tmixed[ti] = 1
-		gid[g] = gi = ++ngrp
-		gt[gi] = ti; gsl[gi] = sl = $Csl + 0; glab[gi] = label
-		nok[gi] = nbad[gi] = mem[gi] = 0
-		if (!((ti, sl) in hassl)) {
-			hassl[ti, sl] = 1
-			sls[ti, ++nsl[ti]] = sl
-		}
-		if (!((ti, label) in haslab)) {
-			haslab[ti, label] = 1
-			labs[ti, ++nlab[ti]] = label
-		}
-	}
+	# One string lookup per row, of the fields as they are; the table,
+	# label and shape are worked out once per group (newgroup): at 1M
+	# rows every operation per row counts.
+	g = $Cmask SUBSEP $Cpass SUBSEP $Csl SUBSEP $Ckern SUBSEP $Ctool SUBSEP $Cworld
+	if ((gi = gid[g]) == "")
+		gi = newgroup(g)
 	if ((st = $Cst) == "ok") {
 		nok[gi]++
-		ms = $Cms + 0
 		v = $Ctf + 0
 		# kbench's own FLOP count, recomputed for precision where the
 		# column's two decimals are too few (a CPU run shows 0.00)
-		if (v < 10 && $Ctool == "kbench" && ms > 0)
+		if (v < 10 && $Ctool == "kbench" && (ms = $Cms + 0) > 0)
 			v = ($Cpass == "bwd" ? 10 : 4) * $Carea * $Chq * $Chd * $Cbatch / (ms * 1e9)
 		# flat integer-keyed arrays, bucketed by group in END: string
 		# keys of (group, index), or a list per group, would cost most of
 		# the run at 1M rows
 		tf[++N] = v
 		grp[N] = gi
-		if (want_ms)
-			tm[N] = ms
-		if ($Cmem + 0 > mem[gi])
-			mem[gi] = $Cmem + 0
+		if (want_ms) {
+			tm[N] = $Cms + 0
+			if ($Cmem + 0 > mem[gi])
+				mem[gi] = $Cmem + 0
+		}
 	} else {
 		cnt[gi, st]++
 		nbad[gi]++
 	}
+}
+
+# The first row of a group: its table, label and shape.
+function newgroup(g,    gi, t, ti, label, sl) {
+	gid[g] = gi = ++ngrp
+	label = $Ckern
+	if ($Ctool == "cpbench")
+		label = label "/" $Cworld
+	t = $Cmask SUBSEP $Cpass
+	if (!(t in tab)) {
+		tab[t] = ++ntab
+		tmask[ntab] = $Cmask; tpass[ntab] = $Cpass
+		thq[ntab] = $Chq; thkv[ntab] = $Chkv; thd[ntab] = $Chd
+		tdt[ntab] = $Cdt; tb[ntab] = $Cbatch; tdev[ntab] = $Cdev
+		tmixed[ntab] = 0; nsl[ntab] = 0; nlab[ntab] = 0
+	}
+	ti = tab[t]
+	# a group's shape is its first row's; a table whose groups differ
+	# says so in its title
+	if ($Chq != thq[ti] || $Chkv != thkv[ti] || $Chd != thd[ti] || $Cdt != tdt[ti] ||
+	    $Cbatch != tb[ti] || $Cdev != tdev[ti])
+		tmixed[ti] = 1
+	sl = $Csl + 0
+	gt[gi] = ti; gsl[gi] = sl; glab[gi] = label
+	nok[gi] = nbad[gi] = mem[gi] = 0
+	if (!((ti, sl) in hassl)) {
+		hassl[ti, sl] = 1
+		sls[ti, ++nsl[ti]] = sl
+	}
+	if (!((ti, label) in haslab)) {
+		haslab[ti, label] = 1
+		labs[ti, ++nlab[ti]] = label
+	}
+	return gi
 }
 
 # Shell sort of a[1..m] (numbers), for the few seqlens of a table.
