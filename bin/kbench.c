@@ -79,6 +79,65 @@ static const char *basename_of(const char *p)
 	return b ? b + 1 : p;
 }
 
+/* One row: run the job (or not), print the row, and a line on stderr when
+ * asked, on a terminal, or for a wrong or failed row.  1 if it is one. */
+static int row(const struct kb_job *j, const char *path, const char *gpu, int verbose)
+{
+	const struct mask *m = j->mask;
+	const struct attn_shape *s = &j->shape;
+	const char *why = kb_unsupported(j);
+	int gpuk = j->kern->caps & KC_GPU;
+	struct kb_result r = { 0 };
+	struct row w = {
+		.tool = "kbench", .kernel = j->kern->name,
+		.mask = m->pattern[0] ? m->pattern : basename_of(path),
+		.sq = m->sq, .sk = m->sk, .area = (double)m->area / m->heads,
+		.batch = s->batch, .hq = s->hq, .hkv = s->hkv, .hd = s->hd,
+		.dtype = s->dtype == DT_FP16 ? "fp16" : "bf16",
+		.pass = j->pass == PASS_FWD ? "fwd" : "bwd",
+		.world = 1, .device = gpuk && gpu[0] ? gpu : kb_cpu_name(),
+		.host = host_name(), .commit = build_commit(), .seed = j->seed,
+	};
+
+	for (int e = 0; e < KB_NERR; e++)
+		r.err[e] = -1;
+	if (why != NULL) {
+		r.status = KB_UNSUPPORTED;
+		snprintf(r.why, sizeof r.why, "%s", why);
+	} else if (gpuk) {
+#ifdef HAVE_CUDA
+		kb_run_gpu(j, &r);
+#endif
+	} else {
+		kb_run_host(j, &r);
+	}
+	w.status = kb_status[r.status];
+	if (r.status == KB_OK) {
+		w.iters = j->iters;
+		w.ms_median = r.ms_median;
+		w.ms_min = r.ms_min;
+		w.ms_max = r.ms_max;
+		w.tflops = tsv_flops(w.area, s->hq, s->hd, s->batch, j->pass == PASS_BWD) /
+		    (r.ms_median * 1e-3) / 1e12;
+		w.mem_gib = r.mem_bytes / (1024.0 * 1024 * 1024);
+	}
+	tsv_row(stdout, &w);
+	fflush(stdout);
+	if (verbose || isatty(2) || r.status == KB_ERROR || r.status == KB_WRONG) {
+		fprintf(stderr, "kbench: %s %s %lld %s: %s", w.kernel, w.mask, (long long)m->sq,
+		    w.pass, w.status);
+		if (r.status == KB_OK)
+			fprintf(stderr, " %.3f ms %.2f TFLOP/s %.3f GiB", w.ms_median, w.tflops, w.mem_gib);
+		else if (r.why[0])
+			fprintf(stderr, " (%s)", r.why);
+		for (int e = 0; verbose && e < KB_NERR; e++)
+			if (r.err[e] >= 0 || r.err[e] != r.err[e])
+				fprintf(stderr, " err_%s %.3g", kb_errname[e], r.err[e]);
+		fputc('\n', stderr);
+	}
+	return r.status == KB_WRONG || r.status == KB_ERROR;
+}
+
 int main(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
@@ -203,68 +262,14 @@ int main(int argc, char *argv[])
 	for (int mi = 0; mi < nmask; mi++)
 		for (int ki = 0; ki < nkern; ki++)
 			for (int pi = 0; pi < npass; pi++) {
-				const struct mask *m = &masks[mi];
 				struct kb_job j = {
-					.kern = kern[ki], .mask = m, .pass = passes[pi],
+					.kern = kern[ki], .mask = &masks[mi], .pass = passes[pi],
 					.warmup = warmup, .iters = iters, .check = check, .seed = seed,
-					.shape = { .sq = m->sq, .sk = m->sk, .batch = batch, .hq = hq,
-					           .hkv = hkv, .hd = hd, .dtype = dtype,
+					.shape = { .sq = masks[mi].sq, .sk = masks[mi].sk, .batch = batch,
+					           .hq = hq, .hkv = hkv, .hd = hd, .dtype = dtype,
 					           .scale = 1.0 / sqrt((double)hd) },
 				};
-				struct kb_result r = { 0 };
-				const char *why = kb_unsupported(&j);
-				int gpuk = j.kern->caps & KC_GPU;
-				struct row row = {
-					.tool = "kbench", .kernel = j.kern->name,
-					.mask = m->pattern[0] ? m->pattern : basename_of(argv[mi]),
-					.sq = m->sq, .sk = m->sk,
-					.area = (double)m->area / m->heads,
-					.batch = batch, .hq = hq, .hkv = hkv, .hd = hd,
-					.dtype = dtype == DT_FP16 ? "fp16" : "bf16",
-					.pass = j.pass == PASS_FWD ? "fwd" : "bwd",
-					.world = 1, .device = gpuk && gpu[0] ? gpu : kb_cpu_name(),
-					.host = host_name(), .commit = build_commit(), .seed = seed,
-				};
-
-				for (int e = 0; e < KB_NERR; e++)
-					r.err[e] = -1;
-				if (why != NULL) {
-					r.status = KB_UNSUPPORTED;
-					snprintf(r.why, sizeof r.why, "%s", why);
-				} else if (gpuk) {
-#ifdef HAVE_CUDA
-					kb_run_gpu(&j, &r);
-#endif
-				} else {
-					kb_run_host(&j, &r);
-				}
-				row.status = kb_status[r.status];
-				if (r.status == KB_OK) {
-					row.iters = iters;
-					row.ms_median = r.ms_median;
-					row.ms_min = r.ms_min;
-					row.ms_max = r.ms_max;
-					row.tflops = tsv_flops(row.area, hq, hd, batch, j.pass == PASS_BWD) /
-					    (r.ms_median * 1e-3) / 1e12;
-					row.mem_gib = r.mem_bytes / (1024.0 * 1024 * 1024);
-				}
-				if (r.status == KB_WRONG || r.status == KB_ERROR)
-					bad = 1;
-				tsv_row(stdout, &row);
-				fflush(stdout);
-				if (verbose || isatty(2) || r.status == KB_ERROR || r.status == KB_WRONG) {
-					fprintf(stderr, "kbench: %s %s %lld %s: %s", row.kernel, row.mask,
-					    (long long)m->sq, row.pass, row.status);
-					if (r.status == KB_OK)
-						fprintf(stderr, " %.3f ms %.2f TFLOP/s %.3f GiB", row.ms_median,
-						    row.tflops, row.mem_gib);
-					else if (r.why[0])
-						fprintf(stderr, " (%s)", r.why);
-					for (int e = 0; verbose && e < KB_NERR; e++)
-						if (r.err[e] >= 0 || r.err[e] != r.err[e])
-							fprintf(stderr, " err_%s %.3g", kb_errname[e], r.err[e]);
-					fputc('\n', stderr);
-				}
+				bad |= row(&j, argv[mi], gpu, verbose);
 			}
 	for (int i = 0; i < nmask; i++)
 		mask_free(&masks[i]);
