@@ -6,7 +6,11 @@
 #   sh tests/gpu/cpbench.sh [OUTDIR]      (after make -j16; NCCL_HOME=/usr where
 #                                         NCCL is a system package)
 # Writes OUTDIR/cpbench.tsv (the benchmark rows), OUTDIR/kbench.tsv and
-# OUTDIR/cpbench.log; prints ok/not ok lines.
+# OUTDIR/cpbench.log; prints ok/not ok lines.  Rows land in OUTDIR as each
+# run ends, so a run cut short still returns what it measured.
+# Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_KB=0
+# skips the single-GPU flash rows; with 4 or more GPUs usp and loongtrain
+# also run with --node-size n/2 (two pretend nodes: their inter-node rings).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -34,15 +38,26 @@ for m in full causal full_document causal_document; do
 done
 
 S=$((8192 * n))
+it="-w ${CPB_W:-3} -n ${CPB_N:-10}"
 for m in full causal full_document causal_document; do
 	case $m in *document) long=--long;; *) long=;; esac
 	maskgen -p $m -n $S -s 1 $long -o "$W/b-$m.amask" || continue
-	mr 240 cpbench -w 3 -n 10 "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
+	# shellcheck disable=SC2086
+	mr 240 cpbench $it "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-bench-$m" $?
-	kbench -k flash -w 3 -n 10 "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
+	if [ "$n" -ge 4 ]; then
+		# shellcheck disable=SC2086
+		mr 240 cpbench $it -s usp,loongtrain --node-size $((n / 2)) "$W/b-$m.amask" \
+		    >"$W/b-$m-ns.tsv" 2>>"$O/cpbench.log"
+		ok "cpbench-gpu-bench-$m-node-size-$((n / 2))" $?
+	fi
+	awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
+	[ "${CPB_KB:-1}" = 0 ] && continue
+	# shellcheck disable=SC2086
+	kbench -k flash $it "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
+	awk 'FNR > 1 || NR == 1' "$W"/k-*.tsv >"$O/kbench.tsv"
 done
-awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
-awk 'FNR > 1 || NR == 1' "$W"/k-*.tsv >"$O/kbench.tsv"
+[ -f "$O/kbench.tsv" ] || : >"$O/kbench.tsv"
 cut -f2,3,4,12,13,14,15,16,18,21,22 "$O/cpbench.tsv"
 cut -f2,3,4,12,16,18,21,22 "$O/kbench.tsv"
 rm -rf "$W"
