@@ -2,7 +2,8 @@
 # row per (mask, pass, seqlen, label), the median of repeated rows, in the
 # order the tables print: tables by first appearance, seqlen ascending,
 # labels by first appearance.  The label is the kernel, or for cpbench rows
-# strategy/world.  Portable awk (mawk, gawk, busybox).
+# strategy/world, with (UxR) added when both degrees exceed 1, so usp 4x1
+# and usp 2x2 stay apart.  Portable awk (mawk, gawk, busybox).
 #
 # Output columns: mask pass seqlen label status n tflops ms_median mem_gib
 # heads_q heads_kv head_dim dtype batch device mixed
@@ -37,6 +38,9 @@ $1 == "tool" {
 		Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
 		Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
 		Cdev = c["device"]
+		# optional: older streams and fixtures may lack them
+		Cul = ("ulysses" in c) ? c["ulysses"] : 0
+		Crg = ("ring" in c) ? c["ring"] : 0
 	} else if (NF != ncols)
 		die(FILENAME ": line " FNR ": a header of " NF " columns, the first had " ncols)
 	next
@@ -54,6 +58,8 @@ $1 == "tool" {
 	# label and shape are worked out once per group (newgroup): at 1M
 	# rows every operation per row counts.
 	g = $Cmask SUBSEP $Cpass SUBSEP $Csl SUBSEP $Ckern SUBSEP $Ctool SUBSEP $Cworld
+	if (Cul && Crg)
+		g = g SUBSEP $Cul SUBSEP $Crg
 	if ((gi = gid[g]) == "")
 		gi = newgroup(g)
 	if ((st = $Cst) == "ok") {
@@ -83,8 +89,11 @@ $1 == "tool" {
 function newgroup(g,    gi, t, ti, label, sl) {
 	gid[g] = gi = ++ngrp
 	label = $Ckern
-	if ($Ctool == "cpbench")
+	if ($Ctool == "cpbench") {
 		label = label "/" $Cworld
+		if (Cul && Crg && $Cul > 1 && $Crg > 1)
+			label = label "(" $Cul "x" $Crg ")"
+	}
 	t = $Cmask SUBSEP $Cpass
 	if (!(t in tab)) {
 		tab[t] = ++ntab

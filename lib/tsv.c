@@ -51,7 +51,7 @@ void tsv_row(FILE *fp, const struct row *r)
 	num(fp, ok, "%.4f", r->ms_median);
 	num(fp, ok, "%.4f", r->ms_min);
 	num(fp, ok, "%.4f", r->ms_max);
-	num(fp, ok, "%.2f", r->tflops);
+	num(fp, ok, "%.4g", r->tflops);
 	num(fp, ok, "%.3f", r->mem_gib);
 	field(fp, r->device);
 	field(fp, r->host);
