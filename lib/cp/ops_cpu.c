@@ -110,6 +110,8 @@ void ops_upload(struct ops *x, void *dst, const void *hsrc, size_t n)
 		opsg_upload(x, dst, hsrc, n);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	memcpy(dst, hsrc, n);
 }
@@ -121,6 +123,8 @@ void ops_download(struct ops *x, void *hdst, const void *src, size_t n)
 		opsg_download(x, hdst, src, n);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	memcpy(hdst, src, n);
 }
@@ -140,6 +144,8 @@ void ops_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_t
 		opsg_copy2d(x, dst, dpitch, src, spitch, width, rows, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	for (size_t r = 0; r < rows; r++)
@@ -153,6 +159,8 @@ void ops_poison(struct ops *x, void *dst, size_t n, int s)
 		opsg_memset(x, dst, 0xff, n, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	memset(dst, 0xff, n);
@@ -165,6 +173,8 @@ void ops_zero(struct ops *x, void *dst, size_t n, int s)
 		opsg_memset(x, dst, 0, n, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	memset(dst, 0, n);
@@ -177,6 +187,8 @@ void ops_fill(struct ops *x, float *dst, float v, size_t n, int s)
 		opsg_fill(x, dst, v, n, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	for (size_t i = 0; i < n; i++)
@@ -200,6 +212,8 @@ void ops_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int ty
 		opsg_acc2d(x, dst, dpitch, src, type, spitch, width, rows, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	for (size_t r = 0; r < rows; r++)
@@ -214,6 +228,8 @@ void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, in
 		opsg_cast(x, dst, type, src, n, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	if (type == CT_F32) {
@@ -232,6 +248,8 @@ void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float 
 		opsg_merge(x, o, lse, op, lsep, type, b, sq, h, d, s);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	(void)s;
 	for (int bi = 0; bi < b; bi++)
@@ -287,6 +305,8 @@ void ops_tstart(struct ops *x)
 		opsg_record(x, 0, 0);
 		return;
 	}
+#else
+	(void)x;
 #endif
 	x->t0 = now_ms();
 }
@@ -299,6 +319,8 @@ double ops_tstop(struct ops *x)
 		opsg_sync(x);
 		return opsg_elapsed(x, 0, 1);
 	}
+#else
+	(void)x;
 #endif
 	return now_ms() - x->t0;
 }
