@@ -7,7 +7,7 @@
 #include "mask.h"
 #include "mask_priv.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int mask_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -293,7 +293,7 @@ static int meet(const struct sweep *w, size_t x, size_t y, char *err, size_t err
 		x = y;
 		y = t;
 	}
-	return fail(err, errlen, "slices %zu and %zu overlap (%lld %lld %lld %lld %s, %lld %lld %lld %lld %s)",
+	return mask_fail(err, errlen, "slices %zu and %zu overlap (%lld %lld %lld %lld %s, %lld %lld %lld %lld %s)",
 	    x, y, (long long)w->s[x].q0, (long long)w->s[x].q1, (long long)w->s[x].k0,
 	    (long long)w->s[x].k1, mask_kind_name(w->s[x].kind), (long long)w->s[y].q0,
 	    (long long)w->s[y].q1, (long long)w->s[y].k0, (long long)w->s[y].k1,
@@ -310,7 +310,7 @@ static int disjoint(const struct mask *m, char *err, size_t errlen)
 	in = malloc((n + 1) * sizeof *in);
 	out = malloc((n + 1) * sizeof *out);
 	if (in == NULL || out == NULL) {
-		rc = fail(err, errlen, "out of memory");
+		rc = mask_fail(err, errlen, "out of memory");
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -331,7 +331,7 @@ static int disjoint(const struct mask *m, char *err, size_t errlen)
 			size_t x = out[b].i;
 			struct pos p = find(&w, r - 1, key(&w, x, r - 1));
 			if (!at(&w, p, &u) || u != x) {       /* cannot happen while disjoint */
-				rc = fail(err, errlen, "slice %zu: sweep lost it", x);
+				rc = mask_fail(err, errlen, "slice %zu: sweep lost it", x);
 				goto done;
 			}
 			if (p.i >= w.c[p.c]->n)
@@ -348,7 +348,7 @@ static int disjoint(const struct mask *m, char *err, size_t errlen)
 			if (at(&w, p, &v) && (rc = meet(&w, x, v, err, errlen)) != 0)
 				goto done;
 			if (insert(&w, p, x) != 0) {
-				rc = fail(err, errlen, "out of memory");
+				rc = mask_fail(err, errlen, "out of memory");
 				goto done;
 			}
 		}
@@ -367,22 +367,22 @@ static int check_slices(struct mask *m, int sorted, char *err, size_t errlen)
 	uint64_t area = 0;
 
 	if (m->heads != 1)
-		return fail(err, errlen, "a slice body has 1 mask head, not %d", m->heads);
+		return mask_fail(err, errlen, "a slice body has 1 mask head, not %d", m->heads);
 	for (size_t i = 0; i < m->nslices; i++) {
 		const struct mask_slice *s = &m->slices[i];
 		if (s->kind < 0 || s->kind >= MASK_NKINDS)
-			return fail(err, errlen, "slice %zu: unknown kind %d", i, (int)s->kind);
+			return mask_fail(err, errlen, "slice %zu: unknown kind %d", i, (int)s->kind);
 		if (s->q1 <= s->q0)
-			return fail(err, errlen, "slice %zu: q1 %lld <= q0 %lld", i,
+			return mask_fail(err, errlen, "slice %zu: q1 %lld <= q0 %lld", i,
 			    (long long)s->q1, (long long)s->q0);
 		if (s->k1 <= s->k0)
-			return fail(err, errlen, "slice %zu: k1 %lld <= k0 %lld", i,
+			return mask_fail(err, errlen, "slice %zu: k1 %lld <= k0 %lld", i,
 			    (long long)s->k1, (long long)s->k0);
 		if (s->q0 < 0 || s->q1 > m->sq)
-			return fail(err, errlen, "slice %zu: q range [%lld,%lld) outside [0,%lld)", i,
+			return mask_fail(err, errlen, "slice %zu: q range [%lld,%lld) outside [0,%lld)", i,
 			    (long long)s->q0, (long long)s->q1, (long long)m->sq);
 		if (s->k0 < 0 || s->k1 > m->sk)
-			return fail(err, errlen, "slice %zu: k range [%lld,%lld) outside [0,%lld)", i,
+			return mask_fail(err, errlen, "slice %zu: k range [%lld,%lld) outside [0,%lld)", i,
 			    (long long)s->k0, (long long)s->k1, (long long)m->sk);
 	}
 	if (!sorted) {
@@ -391,7 +391,7 @@ static int check_slices(struct mask *m, int sorted, char *err, size_t errlen)
 	} else
 		for (size_t i = 1; i < m->nslices; i++)
 			if (mask_slice_cmp(&m->slices[i - 1], &m->slices[i]) >= 0)
-				return fail(err, errlen, "slices %zu and %zu out of order", i - 1, i);
+				return mask_fail(err, errlen, "slices %zu and %zu out of order", i - 1, i);
 	if (disjoint(m, err, errlen) != 0)
 		return -1;
 	/* disjoint inside sq x sk < 2^64 pairs: the sum cannot wrap */
@@ -405,15 +405,15 @@ static int check_bounds(const int64_t *b, int64_t n, int64_t s, const char *what
                         char *err, size_t errlen)
 {
 	if (n < 1 || n > s)
-		return fail(err, errlen, "%lld %s blocks for %lld tokens", (long long)n, what, (long long)s);
+		return mask_fail(err, errlen, "%lld %s blocks for %lld tokens", (long long)n, what, (long long)s);
 	if (b[0] != 0)
-		return fail(err, errlen, "first %s block boundary %lld, not 0", what, (long long)b[0]);
+		return mask_fail(err, errlen, "first %s block boundary %lld, not 0", what, (long long)b[0]);
 	for (int64_t i = 1; i <= n; i++)
 		if (b[i] <= b[i - 1])
-			return fail(err, errlen, "%s block boundaries %lld and %lld not increasing",
+			return mask_fail(err, errlen, "%s block boundaries %lld and %lld not increasing",
 			    what, (long long)(i - 1), (long long)i);
 	if (b[n] != s)
-		return fail(err, errlen, "last %s block boundary %lld, not %lld", what,
+		return mask_fail(err, errlen, "last %s block boundary %lld, not %lld", what,
 		    (long long)b[n], (long long)s);
 	return 0;
 }
@@ -425,7 +425,7 @@ static int check_blocks(struct mask *m, char *err, size_t errlen)
 	int uniform = 1;
 
 	if (m->heads < 1)
-		return fail(err, errlen, "%d mask heads", m->heads);
+		return mask_fail(err, errlen, "%d mask heads", m->heads);
 	if (check_bounds(m->qb, m->nqb, m->sq, "q", err, errlen) != 0 ||
 	    check_bounds(m->kb, m->nkb, m->sk, "k", err, errlen) != 0)
 		return -1;
@@ -458,7 +458,7 @@ static int check_blocks(struct mask *m, char *err, size_t errlen)
 				rowk = mask_getblock(m, h, i, 0) ? (uint64_t)m->kb[1] : 0;
 			row = rowk * (uint64_t)(m->qb[i + 1] - m->qb[i]);
 			if (__builtin_add_overflow(area, row, &area))
-				return fail(err, errlen, "area over all heads overflows 64 bits");
+				return mask_fail(err, errlen, "area over all heads overflows 64 bits");
 		}
 	m->area = area;
 	return 0;
@@ -467,14 +467,14 @@ static int check_blocks(struct mask *m, char *err, size_t errlen)
 int mask_check(struct mask *m, int sorted, char *err, size_t errlen)
 {
 	if (m->sq < 1 || m->sk < 1)
-		return fail(err, errlen, "seqlen %lld x %lld: must be at least 1",
+		return mask_fail(err, errlen, "seqlen %lld x %lld: must be at least 1",
 		    (long long)m->sq, (long long)m->sk);
 	if (m->sq >= MASK_MAXSEQ || m->sk >= MASK_MAXSEQ)
-		return fail(err, errlen, "seqlen %lld x %lld: must be below 2^32",
+		return mask_fail(err, errlen, "seqlen %lld x %lld: must be below 2^32",
 		    (long long)m->sq, (long long)m->sk);
 	if (m->body == MASK_BODY_SLICES)
 		return check_slices(m, sorted, err, errlen);
 	if (m->body == MASK_BODY_BLOCKS)
 		return check_blocks(m, err, errlen);
-	return fail(err, errlen, "unknown body kind %d", (int)m->body);
+	return mask_fail(err, errlen, "unknown body kind %d", (int)m->body);
 }

@@ -4,7 +4,6 @@
  * built in memory, so a file that reads is a mask that means one thing. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +19,6 @@
 #define TRAILER    8
 #define SLICE      20
 #define MAXHEADS   65536
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static uint64_t fnv1a(const unsigned char *p, size_t n)
 {
@@ -85,13 +72,13 @@ static int text_ok(const unsigned char *p, size_t n, const char *what, char *err
 	size_t len = strnlen((const char *)p, n);
 
 	if (len == n)
-		return fail(err, errlen, "%s is not NUL-terminated", what);
+		return mask_fail(err, errlen, "%s is not NUL-terminated", what);
 	for (size_t i = 0; i < len; i++)
 		if (p[i] < 0x20 || p[i] == 0x7f)
-			return fail(err, errlen, "%s has a control character", what);
+			return mask_fail(err, errlen, "%s has a control character", what);
 	for (size_t i = len; i < n; i++)
 		if (p[i] != 0)
-			return fail(err, errlen, "%s has bytes after its NUL", what);
+			return mask_fail(err, errlen, "%s has bytes after its NUL", what);
 	return 0;
 }
 
@@ -103,12 +90,12 @@ static int header(const unsigned char *b, size_t n, uint64_t *wantp, char *err, 
 	uint64_t sq, sk, n1, n2, want;
 
 	if (n < HDR)
-		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
+		return mask_fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
 		    n, HDR + TRAILER);
 	if (memcmp(b, MAGIC, 8) != 0)
-		return fail(err, errlen, "not a mask file (bad magic)");
+		return mask_fail(err, errlen, "not a mask file (bad magic)");
 	if ((version = get32(b + 8)) != VERSION)
-		return fail(err, errlen, "version %u, this build reads %d", version, VERSION);
+		return mask_fail(err, errlen, "version %u, this build reads %d", version, VERSION);
 	body = get32(b + 12);
 	sq = get64(b + 16);
 	sk = get64(b + 24);
@@ -116,26 +103,26 @@ static int header(const unsigned char *b, size_t n, uint64_t *wantp, char *err, 
 	n1 = get64(b + 48);
 	n2 = get64(b + 56);
 	if (body != MASK_BODY_SLICES && body != MASK_BODY_BLOCKS)
-		return fail(err, errlen, "unknown body kind %u", body);
+		return mask_fail(err, errlen, "unknown body kind %u", body);
 	if (sq < 1 || sk < 1)
-		return fail(err, errlen, "seqlen %llu x %llu: must be at least 1",
+		return mask_fail(err, errlen, "seqlen %llu x %llu: must be at least 1",
 		    (unsigned long long)sq, (unsigned long long)sk);
 	if (sq >= (uint64_t)MASK_MAXSEQ || sk >= (uint64_t)MASK_MAXSEQ)
-		return fail(err, errlen, "seqlen %llu x %llu: must be below 2^32",
+		return mask_fail(err, errlen, "seqlen %llu x %llu: must be below 2^32",
 		    (unsigned long long)sq, (unsigned long long)sk);
 	if (body == MASK_BODY_SLICES && (heads != 1 || n2 != 0))
-		return fail(err, errlen, "a slice body has 1 mask head and no k blocks");
+		return mask_fail(err, errlen, "a slice body has 1 mask head and no k blocks");
 	if (body == MASK_BODY_BLOCKS) {
 		if (heads < 1 || heads > MAXHEADS)
-			return fail(err, errlen, "%u mask heads, not in 1..%d", heads, MAXHEADS);
+			return mask_fail(err, errlen, "%u mask heads, not in 1..%d", heads, MAXHEADS);
 		if (n1 < 1 || n1 > sq || n2 < 1 || n2 > sk)
-			return fail(err, errlen, "%llu x %llu blocks for %llu x %llu tokens",
+			return mask_fail(err, errlen, "%llu x %llu blocks for %llu x %llu tokens",
 			    (unsigned long long)n1, (unsigned long long)n2,
 			    (unsigned long long)sq, (unsigned long long)sk);
 	}
 	want = body_size(body, heads, n1, n2);
 	if (want == 0 && n1 > 0)
-		return fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)n1,
+		return mask_fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)n1,
 		    (unsigned long long)n2);
 	want += HDR + TRAILER;
 	*wantp = want;
@@ -149,7 +136,7 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	const unsigned char *p;
 
 	if (n < HDR + TRAILER)
-		return fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
+		return mask_fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
 		    n, HDR + TRAILER);
 	if (header(b, n, &want, err, errlen) != 0)
 		return -1;
@@ -161,14 +148,14 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	n1 = get64(b + 48);
 	n2 = get64(b + 56);
 	if (n < want)
-		return fail(err, errlen, "truncated: %zu bytes, the header says %llu", n,
+		return mask_fail(err, errlen, "truncated: %zu bytes, the header says %llu", n,
 		    (unsigned long long)want);
 	if (n > want)
-		return fail(err, errlen, "more bytes than the header says (%llu)", (unsigned long long)want);
+		return mask_fail(err, errlen, "more bytes than the header says (%llu)", (unsigned long long)want);
 	if (fnv1a(b, n - TRAILER) != get64(b + n - TRAILER))
-		return fail(err, errlen, "bad checksum");
+		return mask_fail(err, errlen, "bad checksum");
 	if (get32(b + 36) != 0)
-		return fail(err, errlen, "reserved header field is not zero");
+		return mask_fail(err, errlen, "reserved header field is not zero");
 	if (text_ok(b + 64, MASK_PATTERN, "pattern name", err, errlen) != 0 ||
 	    text_ok(b + 96, MASK_PARAMS, "parameter text", err, errlen) != 0)
 		return -1;
@@ -177,7 +164,7 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	if (body == MASK_BODY_SLICES) {
 		mask_init(m, (int64_t)sq, (int64_t)sk, (const char *)b + 64, (const char *)b + 96);
 		if (n1 > 0 && (m->slices = malloc(n1 * sizeof *m->slices)) == NULL)
-			return fail(err, errlen, "out of memory for %llu slices", (unsigned long long)n1);
+			return mask_fail(err, errlen, "out of memory for %llu slices", (unsigned long long)n1);
 		m->cap = m->nslices = n1;
 		for (uint64_t i = 0; i < n1; i++, p += SLICE) {
 			struct mask_slice *s = &m->slices[i];
@@ -194,7 +181,7 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 		if (qb == NULL || kb == NULL) {
 			free(qb);
 			free(kb);
-			return fail(err, errlen, "out of memory for %llu x %llu blocks",
+			return mask_fail(err, errlen, "out of memory for %llu x %llu blocks",
 			    (unsigned long long)n1, (unsigned long long)n2);
 		}
 		for (uint64_t i = 0; i <= n1; i++, p += 4)
@@ -206,16 +193,16 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 		free(qb);
 		free(kb);
 		if (rc != 0)
-			return fail(err, errlen, "out of memory for %llu x %llu blocks",
+			return mask_fail(err, errlen, "out of memory for %llu x %llu blocks",
 			    (unsigned long long)n1, (unsigned long long)n2);
 		memcpy(m->bits, p, nb);
 		if (bits % 8 != 0 && (p[nb - 1] >> (bits % 8)) != 0)
-			return fail(err, errlen, "bitmap padding bits are set");
+			return mask_fail(err, errlen, "bitmap padding bits are set");
 	}
 	if (mask_check(m, 1, err, errlen) != 0)
 		return -1;
 	if (m->area != area)
-		return fail(err, errlen, "area %llu in the header, the body gives %llu",
+		return mask_fail(err, errlen, "area %llu in the header, the body gives %llu",
 		    (unsigned long long)area, (unsigned long long)m->area);
 	return 0;
 }
@@ -247,7 +234,7 @@ static int slurp(FILE *fp, unsigned char **b, size_t *cap, size_t *n, size_t lim
 
 static int size_msg(size_t n, uint64_t want, char *err, size_t errlen)
 {
-	return fail(err, errlen, n < want ? "truncated: %zu bytes, the header says %llu" :
+	return mask_fail(err, errlen, n < want ? "truncated: %zu bytes, the header says %llu" :
 	    "%zu bytes, the header says %llu", n, (unsigned long long)want);
 }
 
@@ -264,20 +251,20 @@ int mask_read(const char *path, struct mask *m, char *err, size_t errlen)
 	if (stdin_)
 		fp = stdin;
 	else if ((fp = fopen(path, "rb")) == NULL)
-		return fail(err, errlen, "%s", strerror(errno));
+		return mask_fail(err, errlen, "%s", strerror(errno));
 	reg = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
 	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode))
-		rc = fail(err, errlen, "is a directory");
+		rc = mask_fail(err, errlen, "is a directory");
 	/* The header says how long the file is: read no more than that, and
 	 * one byte to see trailing garbage, whatever the input is. */
 	else if (slurp(fp, &b, &cap, &n, HDR) != 0)
-		rc = fail(err, errlen, "%s", strerror(e = errno));
+		rc = mask_fail(err, errlen, "%s", strerror(e = errno));
 	else if (n == HDR && header(b, n, &want, err, errlen) != 0)
 		rc = -1;
 	else if (n == HDR && reg && (uint64_t)st.st_size != want)
 		rc = size_msg((size_t)st.st_size, want, err, errlen);
 	else if (n == HDR && want < SIZE_MAX && slurp(fp, &b, &cap, &n, (size_t)want + 1) != 0)
-		rc = fail(err, errlen, "%s", strerror(e = errno));
+		rc = mask_fail(err, errlen, "%s", strerror(e = errno));
 	if (!stdin_)
 		fclose(fp);
 	if (rc == 0)
@@ -295,7 +282,7 @@ static unsigned char *serialize(const struct mask *m, size_t *len, char *err, si
 	unsigned char *b, *p;
 
 	if (m->sq < 1 || m->sk < 1 || m->sq >= MASK_MAXSEQ || m->sk >= MASK_MAXSEQ) {
-		fail(err, errlen, "seqlen %lld x %lld cannot be written", (long long)m->sq,
+		mask_fail(err, errlen, "seqlen %lld x %lld cannot be written", (long long)m->sq,
 		    (long long)m->sk);
 		return NULL;
 	}
@@ -307,13 +294,13 @@ static unsigned char *serialize(const struct mask *m, size_t *len, char *err, si
 		n2 = (uint64_t)m->nkb;
 		bits = (uint64_t)m->heads * n1 * n2;
 	} else {
-		fail(err, errlen, "body kind %d with %d heads cannot be written", m->body, m->heads);
+		mask_fail(err, errlen, "body kind %d with %d heads cannot be written", m->body, m->heads);
 		return NULL;
 	}
 	bs = body_size((uint32_t)m->body, (uint32_t)m->heads, n1, n2);
 	if ((bs == 0 && n1 > 0) || bs > SIZE_MAX - HDR - TRAILER ||
 	    (b = calloc(HDR + bs + TRAILER, 1)) == NULL) {
-		fail(err, errlen, "out of memory");
+		mask_fail(err, errlen, "out of memory");
 		return NULL;
 	}
 	memcpy(b, MAGIC, 8);
@@ -366,18 +353,18 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 	if (strcmp(path, "-") == 0) {
 		bad = fwrite(b, 1, n, stdout) != n || fflush(stdout) == EOF;
 		free(b);
-		return bad ? fail(err, errlen, "stdout: %s", strerror(errno)) : 0;
+		return bad ? mask_fail(err, errlen, "stdout: %s", strerror(errno)) : 0;
 	}
 	if ((tmp = malloc(strlen(path) + 12)) == NULL) {
 		free(b);
-		return fail(err, errlen, "out of memory");
+		return mask_fail(err, errlen, "out of memory");
 	}
 	sprintf(tmp, "%s.tmpXXXXXX", path);
 	if ((fd = mkstemp(tmp)) == -1) {
 		int e = errno;
 		free(b);
 		free(tmp);
-		return fail(err, errlen, "%s", strerror(e));
+		return mask_fail(err, errlen, "%s", strerror(e));
 	}
 	/* mkstemp makes 0600; a mask file is as readable as any output */
 	um = umask(0);
@@ -389,7 +376,7 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 		unlink(tmp);
 		free(b);
 		free(tmp);
-		return fail(err, errlen, "%s", strerror(e));
+		return mask_fail(err, errlen, "%s", strerror(e));
 	}
 	bad = fwrite(b, 1, n, fp) != n;
 	bad |= ferror(fp);
@@ -401,7 +388,7 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 		unlink(tmp);
 		free(b);
 		free(tmp);
-		return fail(err, errlen, "%s", strerror(e ? e : EIO));
+		return mask_fail(err, errlen, "%s", strerror(e ? e : EIO));
 	}
 	free(b);
 	free(tmp);

@@ -60,6 +60,11 @@ static inline uint64_t mask_bits64(const uint8_t *bits, uint64_t nbits, uint64_t
 	return w;
 }
 
+/* Formats a message into err (when there is room) and returns -1, so that
+ * a check fails in one statement. */
+int mask_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Order of slices: q0, k0, then the rest, so the order is total. */
 int mask_slice_cmp(const void *a, const void *b);
 

@@ -1,23 +1,9 @@
 /* A rectangle of a mask as a mask of its own, for context parallelism. */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mask.h"
 #include "mask_priv.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* the block i with b[i] <= x < b[i+1] */
 static int64_t find(const int64_t *b, int64_t n, int64_t x)
@@ -64,7 +50,7 @@ static int restrict_blocks(const struct mask *m, int64_t q0, int64_t q1, int64_t
 	free(qb);
 	free(kb);
 	if (rc != 0)
-		return fail(err, errlen, "out of memory");
+		return mask_fail(err, errlen, "out of memory");
 	for (int h = 0; h < m->heads; h++)
 		for (int64_t i = 0; i < nq; i++)
 			for (int64_t j = 0; j < nk; j++)
@@ -78,7 +64,7 @@ int mask_restrict(const struct mask *m, int64_t q0, int64_t q1, int64_t k0, int6
 {
 	memset(out, 0, sizeof *out);
 	if (q0 < 0 || q1 > m->sq || q0 >= q1 || k0 < 0 || k1 > m->sk || k0 >= k1)
-		return fail(err, errlen, "range [%lld,%lld) x [%lld,%lld) is empty or outside %lld x %lld",
+		return mask_fail(err, errlen, "range [%lld,%lld) x [%lld,%lld) is empty or outside %lld x %lld",
 		    (long long)q0, (long long)q1, (long long)k0, (long long)k1,
 		    (long long)m->sq, (long long)m->sk);
 	if (m->body == MASK_BODY_BLOCKS)
@@ -91,7 +77,7 @@ int mask_restrict(const struct mask *m, int64_t q0, int64_t q1, int64_t k0, int6
 			if (mask_add(out, p[j].q0 - q0, p[j].q1 - q0, p[j].k0 - k0, p[j].k1 - k0,
 			    p[j].kind) != 0) {
 				mask_free(out);
-				return fail(err, errlen, "out of memory");
+				return mask_fail(err, errlen, "out of memory");
 			}
 	}
 	if (mask_finish(out, err, errlen) != 0) {

@@ -4,8 +4,6 @@
  * clipped area; a sweep over those events then sums the shares per tile, so
  * a tile is full iff the shares add up to its area.  Work is O(pieces per
  * band + output): a full or causal mask costs one run per row. */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,18 +40,6 @@ struct pb {
 	size_t captmp, *count, capcount;
 	int oom;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* grow *pp to hold at least n+1 items of size sz */
 static int grow(void *pp, size_t *cap, size_t n, size_t sz)
@@ -437,17 +423,17 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 
 	memset(p, 0, sizeof *p);
 	if (bq < 1 || bk < 1)
-		return fail(err, errlen, "tile %d x %d: must be at least 1 x 1", bq, bk);
+		return mask_fail(err, errlen, "tile %d x %d: must be at least 1 x 1", bq, bk);
 	if (m->sq >= ((int64_t)1 << 31) || m->sk >= ((int64_t)1 << 31))
-		return fail(err, errlen, "seqlen %lld x %lld: a plan needs seqlen below 2^31",
+		return mask_fail(err, errlen, "seqlen %lld x %lld: a plan needs seqlen below 2^31",
 		    (long long)m->sq, (long long)m->sk);
 	if (m->sq < 1 || m->sk < 1 || m->heads < 1)
-		return fail(err, errlen, "empty mask");
+		return mask_fail(err, errlen, "empty mask");
 	nqt = (m->sq + bq - 1) / bq;
 	nkt = (m->sk + bk - 1) / bk;
 	nrows = nqt * m->heads;
 	if (nrows >= INT32_MAX)
-		return fail(err, errlen, "%d heads x %lld q-tiles: too many rows for a plan",
+		return mask_fail(err, errlen, "%d heads x %lld q-tiles: too many rows for a plan",
 		    m->heads, (long long)nqt);
 	memset(&b, 0, sizeof b);
 	b.p = p;
@@ -506,9 +492,9 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 		p->row[nrows] = p->nent;
 	if (b.oom) {
 		plan_free(p);
-		rc = fail(err, errlen, "out of memory (or more than 2^31 plan entries)");
+		rc = mask_fail(err, errlen, "out of memory (or more than 2^31 plan entries)");
 	} else if (p->area != m->area) {
-		rc = fail(err, errlen, "plan area %llu != mask area %llu",
+		rc = mask_fail(err, errlen, "plan area %llu != mask area %llu",
 		    (unsigned long long)p->area, (unsigned long long)m->area);
 		plan_free(p);
 	}

@@ -2,12 +2,11 @@
  * order, a k-tile's run of full q-tiles opens where the row's full runs
  * start covering it and closes where they stop, so the work is the
  * difference between consecutive rows' full runs, never tiles squared. */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
+#include "mask_priv.h"
 
 struct tent {
 	int32_t row;     /* transposed row */
@@ -19,18 +18,6 @@ struct tp {
 	size_t n, cap;
 	int oom;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static void put(struct tp *w, int32_t row, int32_t t0, int32_t t1, int32_t cut0, int32_t ncut)
 {
@@ -111,11 +98,11 @@ int plan_transpose(struct plan *t, const struct plan *p, char *err, size_t errle
 
 	memset(t, 0, sizeof *t);
 	if (p->transposed)
-		return fail(err, errlen, "plan is already transposed");
+		return mask_fail(err, errlen, "plan is already transposed");
 	nq = p->nqt;
 	nk = p->nkt;
 	if ((int64_t)p->heads * nk >= INT32_MAX)
-		return fail(err, errlen, "too many k-tiles for a plan");
+		return mask_fail(err, errlen, "too many k-tiles for a plan");
 	*t = *p;
 	t->transposed = 1;
 	t->nrows = p->heads * nk;
@@ -173,7 +160,7 @@ done:
 	free(x.open);
 	if (w.oom) {
 		plan_free(t);
-		return fail(err, errlen, "out of memory (or more than 2^31 plan entries)");
+		return mask_fail(err, errlen, "out of memory (or more than 2^31 plan entries)");
 	}
 	return 0;
 }
