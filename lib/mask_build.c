@@ -91,24 +91,29 @@ int mask_init_blocks(struct mask *m, int64_t sq, int64_t sk, int heads,
 	return 0;
 }
 
+/* The bit of cell (head,i,j) in *n; 0 for a cell outside the mask. */
+static int cell(const struct mask *m, int head, int64_t i, int64_t j, uint64_t *n)
+{
+	if (head < 0 || head >= m->heads || i < 0 || i >= m->nqb || j < 0 || j >= m->nkb)
+		return 0;
+	*n = ((uint64_t)head * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb + (uint64_t)j;
+	return 1;
+}
+
 void mask_setblock(struct mask *m, int head, int64_t i, int64_t j)
 {
 	uint64_t n;
 
-	if (head < 0 || head >= m->heads || i < 0 || i >= m->nqb || j < 0 || j >= m->nkb)
-		return;
-	n = ((uint64_t)head * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb + (uint64_t)j;
-	m->bits[n / 8] |= (uint8_t)(1u << (n % 8));
+	if (cell(m, head, i, j, &n))
+		m->bits[n / 8] |= (uint8_t)(1u << (n % 8));
 }
 
 int mask_getblock(const struct mask *m, int head, int64_t i, int64_t j)
 {
 	uint64_t n;
 
-	if (m->bits == NULL || head < 0 || head >= m->heads || i < 0 || i >= m->nqb ||
-	    j < 0 || j >= m->nkb)
+	if (m->bits == NULL || !cell(m, head, i, j, &n))
 		return 0;
-	n = ((uint64_t)head * (uint64_t)m->nqb + (uint64_t)i) * (uint64_t)m->nkb + (uint64_t)j;
 	return (m->bits[n / 8] >> (n % 8)) & 1;
 }
 

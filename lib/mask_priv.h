@@ -32,6 +32,21 @@ int mask_clip(const struct mask_slice *s, int64_t Q0, int64_t Q1, int64_t K0, in
 /* Allowed pairs of s inside the rectangle, in closed form. */
 uint64_t mask_clip_area(const struct mask_slice *s, int64_t Q0, int64_t Q1, int64_t K0, int64_t K1);
 
+/* The block i with b[i] <= x < b[i+1], for boundaries b[0] = 0 <= x < b[n]. */
+static inline int64_t mask_block_of(const int64_t *b, int64_t n, int64_t x)
+{
+	int64_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		int64_t mid = lo + (hi - lo) / 2;
+		if (b[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Whether a and b allow a common pair (exact). */
 int mask_slices_meet(const struct mask_slice *a, const struct mask_slice *b);
 

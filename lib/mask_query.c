@@ -97,21 +97,6 @@ uint64_t mask_head_area(const struct mask *m, int head)
 	return a;
 }
 
-static int64_t upper(const int64_t *b, int64_t n, int64_t x)
-{
-	/* the i with b[i] <= x < b[i+1], b[0] = 0 <= x < b[n] */
-	int64_t lo = 0, hi = n;
-
-	while (hi - lo > 1) {
-		int64_t mid = lo + (hi - lo) / 2;
-		if (b[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 int mask_allows(const struct mask *m, int head, int64_t q, int64_t k)
 {
 	size_t lo, hi;
@@ -119,7 +104,8 @@ int mask_allows(const struct mask *m, int head, int64_t q, int64_t k)
 	if (q < 0 || q >= m->sq || k < 0 || k >= m->sk || head < 0 || head >= m->heads)
 		return 0;
 	if (m->body == MASK_BODY_BLOCKS)
-		return mask_getblock(m, head, upper(m->qb, m->nqb, q), upper(m->kb, m->nkb, k));
+		return mask_getblock(m, head, mask_block_of(m->qb, m->nqb, q),
+		    mask_block_of(m->kb, m->nkb, k));
 	/* Slices are sorted by q0, but a tall one may start long before q. */
 	lo = 0;
 	hi = m->nslices;

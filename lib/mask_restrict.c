@@ -5,26 +5,11 @@
 #include "mask.h"
 #include "mask_priv.h"
 
-/* the block i with b[i] <= x < b[i+1] */
-static int64_t find(const int64_t *b, int64_t n, int64_t x)
-{
-	int64_t lo = 0, hi = n;
-
-	while (hi - lo > 1) {
-		int64_t mid = lo + (hi - lo) / 2;
-		if (b[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* the boundaries of b that fall inside [x0,x1), shifted to start at 0 */
 static int64_t *cut_bounds(const int64_t *b, int64_t n, int64_t x0, int64_t x1,
                            int64_t *first, int64_t *nb)
 {
-	int64_t i0 = find(b, n, x0), i1 = find(b, n, x1 - 1), *o;
+	int64_t i0 = mask_block_of(b, n, x0), i1 = mask_block_of(b, n, x1 - 1), *o;
 
 	*first = i0;
 	*nb = i1 - i0 + 1;
