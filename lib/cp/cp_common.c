@@ -17,6 +17,16 @@ enum { T_Q, T_K, T_V, T_DOUT };
 
 #define WHYLEN 160
 
+int cp_refuse(struct cp_result *res, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(res->why, sizeof res->why, fmt, ap);
+	va_end(ap);
+	return res->status = CP_UNSUPPORTED;
+}
+
 int cp_fail(struct cp_run *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -45,6 +55,21 @@ void cp_commfail(struct cp_run *r, const char *what)
 
 	snprintf(msg, sizeof msg, "cp: %s failed", what);
 	comm_abort(r->env->world, msg);
+}
+
+void *cp_alloc(struct cp_run *r, size_t n, int *bad)
+{
+	void *p = ops_alloc(&r->x, n);
+
+	if (p == NULL)
+		*bad = 1;
+	return p;
+}
+
+void cp_free(struct cp_run *r, void *const *bufs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ops_free(&r->x, bufs[i]);
 }
 
 int cp_member(int64_t S, int R, int j, int64_t rg[2][2])
@@ -185,7 +210,8 @@ struct attn_shape cp_local_shape(const struct cp_run *r, int64_t sq, int64_t sk,
 	return s;
 }
 
-const char *cp_kern_check(const struct cp_run *r, const struct attn_shape *s, const struct mask *m)
+/* The kernel's verdict on a local shape: NULL or why it cannot. */
+static const char *kern_check(const struct cp_run *r, const struct attn_shape *s, const struct mask *m)
 {
 	const struct kern_ops *k = r->env->kern;
 	int gpu = r->env->backend == COMM_NCCL;
@@ -201,6 +227,33 @@ const char *cp_kern_check(const struct cp_run *r, const struct attn_shape *s, co
 	if (k->check)
 		return k->check(s, m, r->job->pass == PASS_BWD ? PASS_BWD : PASS_FWD);
 	return NULL;
+}
+
+int cp_plan(struct cp_run *r, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
+            const struct attn_shape *ls, struct mask *piece, void **kst)
+{
+	const struct kern_ops *k = r->env->kern;
+	const char *why;
+	char e[160];
+	int rc;
+
+	*kst = NULL;
+	if (cp_piece(r->job->mask, qr, nq, kr, nk, piece, e, sizeof e) < 0) {
+		cp_fail(r, "%s", e);
+		return CP_UNSUPPORTED;
+	}
+	if (piece->area == 0)
+		return CP_OK;
+	if ((why = kern_check(r, ls, piece)) != NULL) {
+		cp_fail(r, "kernel %s: %s", k->name, why);
+		return CP_UNSUPPORTED;
+	}
+	if ((rc = k->init(kst, ls, piece, e, sizeof e)) != KERN_OK) {
+		*kst = NULL;
+		cp_fail(r, "kernel %s: %s", k->name, e);
+		return rc == KERN_OOM ? CP_OOM : CP_ERROR;
+	}
+	return CP_OK;
 }
 
 /* ---- inputs ----------------------------------------------------------- */
@@ -333,10 +386,10 @@ static int cmpd(const void *a, const void *b)
 
 /* Warm-up, then iters timed; each iteration fenced by a barrier, its time
  * the slowest rank's (per-iteration max), the row the median of those. */
-static int timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_run *),
-                 void **outs, size_t *nouts, int nout, double *t)
+static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_run *),
+                  void **outs, size_t *nouts, int nout, double *t)
 {
-	int n = r->job->warmup + r->job->iters, rc = 0;
+	int n = r->job->warmup + r->job->iters;
 
 	for (int it = 0; it < n; it++) {
 		for (int i = 0; i < nout; i++)
@@ -345,15 +398,13 @@ static int timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_run
 		if (comm_barrier(r->env->world) < 0)
 			cp_commfail(r, "barrier");
 		ops_tstart(&r->x);
-		if (pass(r) < 0)
-			rc = -1;
+		pass(r);        /* a failure is in r->why, for agree() */
 		double ms = ops_tstop(&r->x);
 		if (it >= r->job->warmup)
 			t[it - r->job->warmup] = ms;
 	}
 	if (r->job->iters > 0)
 		host_allreduce(r, sc, t, r->job->iters, "max");
-	return rc;
 }
 
 /* ---- the check ------------------------------------------------------------- */
@@ -497,7 +548,7 @@ int cp_drive(struct cp_run *r)
 	int64_t rg[2][2];
 	int nr;
 	size_t nq, nk, nl;
-	double *t = NULL, v[2];
+	double *t = NULL, peak;
 	struct scratch sc = { NULL, 0 };
 	char e[160];
 
@@ -567,21 +618,18 @@ int cp_drive(struct cp_run *r)
 	{
 		void *fo[2] = { r->o, r->lse }, *bo[2] = { r->dq, r->dk };
 		size_t fn[2] = { nq * r->es, nl * sizeof(float) }, bn[2] = { nq * r->es, 2 * nk * r->es };
-		int rc;
 
 		if (!bwd) {
-			rc = timed(r, &sc, r->fwd, fo, fn, 2, t);
+			timed(r, &sc, r->fwd, fo, fn, 2, t);
 		} else {
 			/* The backward pass takes the merged o and lse of a
 			 * forward pass, as training does. */
 			for (int i = 0; i < 2; i++)
 				ops_poison(&r->x, fo[i], fn[i], 0);
-			rc = r->fwd(r);
+			r->fwd(r);
 			ops_sync(&r->x);
-			rc |= timed(r, &sc, r->bwd, bo, bn, 2, t);
-			(void)rc;
+			timed(r, &sc, r->bwd, bo, bn, 2, t);
 		}
-		(void)rc;
 	}
 	ops_sync(&r->x);
 	st = agree(r, &sc, r->oom ? CP_OOM : CP_OK);
@@ -594,10 +642,9 @@ int cp_drive(struct cp_run *r)
 		res->ms_median = job->iters % 2 ? t[job->iters / 2]
 		                 : (t[job->iters / 2 - 1] + t[job->iters / 2]) / 2;
 	}
-	v[0] = (double)ops_peak(&r->x);
-	v[1] = 0;
-	host_allreduce(r, &sc, v, 1, "max");
-	res->mem_bytes = v[0];
+	peak = (double)ops_peak(&r->x);
+	host_allreduce(r, &sc, &peak, 1, "max");
+	res->mem_bytes = peak;
 
 	if (job->check) {
 		check(r, &sc, bwd);
@@ -619,14 +666,7 @@ out:
 	res->status = st;
 	if (r->fini)
 		r->fini(r);
-	ops_free(&r->x, r->q);
-	ops_free(&r->x, r->k);
-	ops_free(&r->x, r->o);
-	ops_free(&r->x, r->lse);
-	ops_free(&r->x, r->dout);
-	ops_free(&r->x, r->dq);
-	ops_free(&r->x, r->dk);
-	ops_free(&r->x, sc.dev);
+	cp_free(r, (void *[]){ r->q, r->k, r->o, r->lse, r->dout, r->dq, r->dk, sc.dev }, 8);
 	ops_fini(&r->x);
 	free(t);
 	return st;

@@ -41,17 +41,7 @@ struct hyb {
 	float *ltmp, *oacc, *lacc, *dqacc, *di[2], *dob[2];
 	struct mask *piece;
 	void **kst;
-	const struct kern_ops *kern;
 };
-
-static void *A(struct cp_run *r, size_t n, int *bad)
-{
-	void *p = ops_alloc(&r->x, n);
-
-	if (p == NULL)
-		*bad = 1;
-	return p;
-}
 
 /* The first kv head that Ulysses rank i's q heads read. */
 static int kvh0(const struct cp_run *r, const struct hyb *h, int i)
@@ -148,34 +138,38 @@ static void lse_out(struct cp_run *r, struct hyb *h)
 		           hl * c * 4, hl * c * 4, b, 0);
 }
 
-static int kfwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *o, float *lse)
+/* This member's queries against visiting K/V (V follows K). */
+static struct attn_io kv_io(const struct cp_run *r, const struct hyb *h, const void *kv)
 {
 	struct attn_io io = { 0 };
 
 	io.q = h->ql;
 	io.k = (void *)kv;
 	io.v = (char *)kv + h->nkl * r->es;
+	io.stream = r->x.stream[0];
+	return io;
+}
+
+static int kfwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *o, float *lse)
+{
+	struct attn_io io = kv_io(r, h, kv);
+
 	io.o = o;
 	io.lse = lse;
-	io.stream = r->x.stream[0];
-	return cp_kern_rc(r, h->kern->fwd(h->kst[src], &io), "forward");
+	return cp_kern_rc(r, r->env->kern->fwd(h->kst[src], &io), "forward");
 }
 
 static int kbwd(struct cp_run *r, struct hyb *h, int src, const void *kv, void *dq, void *dkv)
 {
-	struct attn_io io = { 0 };
+	struct attn_io io = kv_io(r, h, kv);
 
-	io.q = h->ql;
-	io.k = (void *)kv;
-	io.v = (char *)kv + h->nkl * r->es;
 	io.o = h->ol;
 	io.lse = h->lsel;
 	io.dout = h->doutl;
 	io.dq = dq;
 	io.dk = dkv;
 	io.dv = (char *)dkv + h->nkl * r->es;
-	io.stream = r->x.stream[0];
-	return cp_kern_rc(r, h->kern->bwd(h->kst[src], &io), "backward");
+	return cp_kern_rc(r, r->env->kern->bwd(h->kst[src], &io), "backward");
 }
 
 /* Streams 1 and 2 start after what stream 0 did before the pass ... */
@@ -216,14 +210,54 @@ static void wait_req(struct cp_run *r, struct comm_req *q)
 		cp_commfail(r, "ring wait");
 }
 
+/* Inner step s passes the K/V it reads on to the next member while it
+ * computes (the window's last step has none to pass) ... */
+static struct comm_req *inner_send(struct cp_run *r, struct hyb *h, int s, const void *cur)
+{
+	struct comm_req *q = NULL;
+
+	if (s < h->W - 1) {
+		ops_wait(&r->x, 1, EV_C);
+		send_kv(r, h->ic, h->W, h->wi, cur, h->ib[s % 2], 1, &q);
+	}
+	return q;
+}
+
+/* ... and once it has computed, the next step reads what came. */
+static void *inner_next(struct cp_run *r, struct hyb *h, int s, struct comm_req *q, void *cur)
+{
+	ops_record(&r->x, EV_C, 0);
+	if (q == NULL)
+		return cur;
+	wait_req(r, q);
+	return h->ib[s % 2];
+}
+
+/* The same for outer step t, around a whole inner ring. */
+static struct comm_req *outer_send(struct cp_run *r, struct hyb *h, int t, const void *cur)
+{
+	struct comm_req *q = NULL;
+
+	if (t < h->Ro - 1)
+		send_kv(r, h->oc, h->Ro, h->wo, cur, h->ob[t % 2], 2, &q);
+	return q;
+}
+
 /* After the outer K/V have arrived: every stream may use them, and the
  * outer stream may overwrite what this step read. */
-static void outer_step(struct ops *x)
+static void *outer_next(struct cp_run *r, struct hyb *h, int t, struct comm_req *q, void *cur)
 {
+	struct ops *x = &r->x;
+
+	ops_record(x, EV_I, 1);
+	if (q == NULL)
+		return cur;
+	wait_req(r, q);
 	ops_record(x, EV_C, 0);
 	ops_wait(x, 1, EV_C);
 	ops_wait(x, 2, EV_C);
 	ops_wait(x, 2, EV_I);
+	return h->ob[t % 2];
 }
 
 static int ring_fwd(struct cp_run *r, struct hyb *h)
@@ -243,36 +277,21 @@ static int ring_fwd(struct cp_run *r, struct hyb *h)
 	ops_zero(x, h->oacc, h->nql * sizeof(float), 0);
 	ops_fill(x, h->lacc, -INFINITY, h->nll, 0);
 	for (int t = 0; t < h->Ro; t++) {
-		struct comm_req *oreq = NULL;
+		struct comm_req *oreq = outer_send(r, h, t, ocur);
 		void *icur = ocur;
 
-		if (t < h->Ro - 1)
-			send_kv(r, h->oc, h->Ro, h->wo, ocur, h->ob[t % 2], 2, &oreq);
 		for (int s = 0; s < h->W; s++) {
-			struct comm_req *ireq = NULL;
+			struct comm_req *ireq = inner_send(r, h, s, icur);
 			int src = src_of(h, t, s);
 
-			if (s < h->W - 1) {
-				ops_wait(x, 1, EV_C);
-				send_kv(r, h->ic, h->W, h->wi, icur, h->ib[s % 2], 1, &ireq);
-			}
 			if (h->kst[src]) {
 				rc |= kfwd(r, h, src, icur, h->otmp, h->ltmp);
 				ops_merge(x, h->oacc, h->lacc, h->otmp, h->ltmp, r->type, r->b, h->Sl,
 				          h->hql, r->d, 0);
 			}
-			ops_record(x, EV_C, 0);
-			if (ireq) {
-				wait_req(r, ireq);
-				icur = h->ib[s % 2];
-			}
+			icur = inner_next(r, h, s, ireq, icur);
 		}
-		ops_record(x, EV_I, 1);
-		if (oreq) {
-			wait_req(r, oreq);
-			ocur = h->ob[t % 2];
-			outer_step(x);
-		}
+		ocur = outer_next(r, h, t, oreq, ocur);
 	}
 	ops_cast(x, h->ol, r->type, h->oacc, h->nql, 0);
 	ops_copy(x, h->lsel, h->lacc, h->nll * sizeof(float), 0);
@@ -299,22 +318,16 @@ static int ring_bwd(struct cp_run *r, struct hyb *h)
 	fork3(x);
 	ops_zero(x, h->dqacc, h->nql * sizeof(float), 0);
 	for (int t = 0; t < h->Ro; t++) {
-		struct comm_req *oreq = NULL, *dreq = NULL;
+		struct comm_req *oreq = outer_send(r, h, t, ocur), *dreq = NULL;
 		void *icur = ocur;
 		int dc = 0;
 		float *dcur = h->di[0];
 
-		if (t < h->Ro - 1)
-			send_kv(r, h->oc, h->Ro, h->wo, ocur, h->ob[t % 2], 2, &oreq);
 		ops_zero(x, dcur, n2 * sizeof(float), 0);
 		for (int s = 0; s < h->W; s++) {
-			struct comm_req *ireq = NULL;
+			struct comm_req *ireq = inner_send(r, h, s, icur);
 			int src = src_of(h, t, s);
 
-			if (s < h->W - 1) {
-				ops_wait(x, 1, EV_C);
-				send_kv(r, h->ic, h->W, h->wi, icur, h->ib[s % 2], 1, &ireq);
-			}
 			if (h->kst[src]) {
 				rc |= kbwd(r, h, src, icur, h->dqtmp, h->dkvtmp);
 				ops_acc2d(x, h->dqacc, 0, h->dqtmp, r->type, 0, h->nql, 1, 0);
@@ -335,11 +348,7 @@ static int ring_bwd(struct cp_run *r, struct hyb *h)
 				dc ^= 1;
 				dcur = h->di[dc];
 			}
-			ops_record(x, EV_C, 0);
-			if (ireq) {
-				wait_req(r, ireq);
-				icur = h->ib[s % 2];
-			}
+			icur = inner_next(r, h, s, ireq, icur);
 		}
 		if (dreq)
 			wait_req(r, dreq);
@@ -361,12 +370,7 @@ static int ring_bwd(struct cp_run *r, struct hyb *h)
 		} else {
 			dtot = dcur;
 		}
-		ops_record(x, EV_I, 1);
-		if (oreq) {
-			wait_req(r, oreq);
-			ocur = h->ob[t % 2];
-			outer_step(x);
-		}
+		ocur = outer_next(r, h, t, oreq, ocur);
 	}
 	if (doreq)
 		wait_req(r, doreq);
@@ -414,7 +418,7 @@ static int hyb_setup(struct cp_run *r)
 	struct comm *w = r->env->world;
 	int me = comm_rank(w), bad = 0, bwd = r->job->pass == PASS_BWD;
 	size_t es = r->es, big;
-	char e[160];
+	struct attn_shape ls;
 
 	h->j = me / h->U;
 	h->u = me % h->U;
@@ -429,7 +433,6 @@ static int hyb_setup(struct cp_run *r)
 	if (h->Ro > 1 && comm_split(w, h->u * h->W + h->wi, h->wo, &h->oc) < 0)
 		cp_commfail(r, "split (outer ring)");
 
-	h->kern = r->env->kern;
 	h->hql = r->hq / h->U;
 	h->repl = r->hkv < h->U;
 	h->hkl = h->repl ? 1 : r->hkv / h->U;
@@ -439,21 +442,21 @@ static int hyb_setup(struct cp_run *r)
 	h->nll = (size_t)r->b * h->hql * h->Sl;
 	h->own = h->U > 1;
 	if (h->own) {
-		h->ql = A(r, h->nql * es, &bad);
-		h->kvl = A(r, 2 * h->nkl * es, &bad);
-		h->ol = A(r, h->nql * es, &bad);
-		h->lsel = A(r, h->nll * sizeof(float), &bad);
+		h->ql = cp_alloc(r, h->nql * es, &bad);
+		h->kvl = cp_alloc(r, 2 * h->nkl * es, &bad);
+		h->ol = cp_alloc(r, h->nql * es, &bad);
+		h->lsel = cp_alloc(r, h->nll * sizeof(float), &bad);
 		big = (size_t)r->b * r->c * r->hq * r->d * es;
 		if (2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es > big)
 			big = 2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es;
-		h->sb = A(r, big, &bad);
-		h->rb = A(r, big, &bad);
+		h->sb = cp_alloc(r, big, &bad);
+		h->rb = cp_alloc(r, big, &bad);
 		if (bwd) {
-			h->doutl = A(r, h->nql * es, &bad);
-			h->dql = A(r, h->nql * es, &bad);
-			h->dkvl = A(r, 2 * h->nkl * es, &bad);
+			h->doutl = cp_alloc(r, h->nql * es, &bad);
+			h->dql = cp_alloc(r, h->nql * es, &bad);
+			h->dkvl = cp_alloc(r, 2 * h->nkl * es, &bad);
 			if (h->repl)
-				h->ftmp = A(r, 2 * (size_t)r->b * r->c * r->hkv * r->d * sizeof(float), &bad);
+				h->ftmp = cp_alloc(r, 2 * (size_t)r->b * r->c * r->hkv * r->d * sizeof(float), &bad);
 		}
 	} else {
 		h->ql = r->q;
@@ -467,23 +470,23 @@ static int hyb_setup(struct cp_run *r)
 	if (h->R > 1) {
 		for (int i = 0; i < 2; i++) {
 			if (h->W > 1)
-				h->ib[i] = A(r, 2 * h->nkl * es, &bad);
+				h->ib[i] = cp_alloc(r, 2 * h->nkl * es, &bad);
 			if (h->Ro > 1)
-				h->ob[i] = A(r, 2 * h->nkl * es, &bad);
+				h->ob[i] = cp_alloc(r, 2 * h->nkl * es, &bad);
 		}
-		h->otmp = A(r, h->nql * es, &bad);
-		h->ltmp = A(r, h->nll * sizeof(float), &bad);
-		h->oacc = A(r, h->nql * sizeof(float), &bad);
-		h->lacc = A(r, h->nll * sizeof(float), &bad);
+		h->otmp = cp_alloc(r, h->nql * es, &bad);
+		h->ltmp = cp_alloc(r, h->nll * sizeof(float), &bad);
+		h->oacc = cp_alloc(r, h->nql * sizeof(float), &bad);
+		h->lacc = cp_alloc(r, h->nll * sizeof(float), &bad);
 		if (bwd) {
-			h->dqtmp = A(r, h->nql * es, &bad);
-			h->dkvtmp = A(r, 2 * h->nkl * es, &bad);
-			h->dqacc = A(r, h->nql * sizeof(float), &bad);
+			h->dqtmp = cp_alloc(r, h->nql * es, &bad);
+			h->dkvtmp = cp_alloc(r, 2 * h->nkl * es, &bad);
+			h->dqacc = cp_alloc(r, h->nql * sizeof(float), &bad);
 			for (int i = 0; i < 2; i++) {
 				if (i == 0 || h->W > 1)
-					h->di[i] = A(r, 2 * h->nkl * sizeof(float), &bad);
+					h->di[i] = cp_alloc(r, 2 * h->nkl * sizeof(float), &bad);
 				if (h->Ro > 1)
-					h->dob[i] = A(r, 2 * h->nkl * sizeof(float), &bad);
+					h->dob[i] = cp_alloc(r, 2 * h->nkl * sizeof(float), &bad);
 			}
 		}
 	}
@@ -496,29 +499,14 @@ static int hyb_setup(struct cp_run *r)
 	 * this member's queries x its keys, both zigzag pairs. */
 	h->piece = xcalloc(h->R, sizeof *h->piece);
 	h->kst = xcalloc(h->R, sizeof *h->kst);
+	ls = cp_local_shape(r, h->Sl, h->Sl, h->hql, h->hkl);
 	for (int src = 0; src < h->R; src++) {
 		int64_t qr[2][2], kr[2][2];
 		int nq = cp_member(r->S, h->R, h->j, qr), nk = cp_member(r->S, h->R, src, kr);
-		struct attn_shape ls = cp_local_shape(r, h->Sl, h->Sl, h->hql, h->hkl);
-		const char *why;
-		int rc;
+		int st = cp_plan(r, qr, nq, kr, nk, &ls, &h->piece[src], &h->kst[src]);
 
-		if (cp_piece(r->job->mask, qr, nq, kr, nk, &h->piece[src], e, sizeof e) < 0) {
-			cp_fail(r, "%s", e);
-			return CP_UNSUPPORTED;
-		}
-		if (h->piece[src].area == 0)
-			continue;
-		if ((why = cp_kern_check(r, &ls, &h->piece[src])) != NULL) {
-			cp_fail(r, "kernel %s: %s", h->kern->name, why);
-			return CP_UNSUPPORTED;
-		}
-		rc = h->kern->init(&h->kst[src], &ls, &h->piece[src], e, sizeof e);
-		if (rc != KERN_OK) {
-			h->kst[src] = NULL;
-			cp_fail(r, "kernel %s: %s", h->kern->name, e);
-			return rc == KERN_OOM ? CP_OOM : CP_ERROR;
-		}
+		if (st != CP_OK)
+			return st;
 	}
 	return CP_OK;
 }
@@ -533,22 +521,15 @@ static void hyb_fini(struct cp_run *r)
 	ops_sync(&r->x);
 	for (int i = 0; h->kst && i < h->R; i++)
 		if (h->kst[i])
-			h->kern->fini(h->kst[i]);
+			r->env->kern->fini(h->kst[i]);
 	for (int i = 0; h->piece && i < h->R; i++)
 		mask_free(&h->piece[i]);
 	free(h->kst);
 	free(h->piece);
-	if (h->own) {
-		ops_free(&r->x, h->ql);
-		ops_free(&r->x, h->kvl);
-		ops_free(&r->x, h->ol);
-		ops_free(&r->x, h->lsel);
-		ops_free(&r->x, h->doutl);
-		ops_free(&r->x, h->dql);
-		ops_free(&r->x, h->dkvl);
-	}
-	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-		ops_free(&r->x, bufs[i]);
+	/* Without Ulysses the local tensors are cp_drive's shards. */
+	if (h->own)
+		cp_free(r, (void *[]){ h->ql, h->kvl, h->ol, h->lsel, h->doutl, h->dql, h->dkvl }, 7);
+	cp_free(r, bufs, sizeof bufs / sizeof bufs[0]);
 	if (h->uc)
 		comm_free(h->uc);
 	if (h->ic)
@@ -563,50 +544,35 @@ int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_resu
               int U, int R, int W)
 {
 	const struct attn_shape *s = &job->shape;
-	struct cp_run run = { 0 };
 	struct hyb *h;
 	int64_t S = s->sq;
 
 	memset(res, 0, sizeof *res);
 	res->ulysses = U;
 	res->ring = R;
-	res->status = CP_UNSUPPORTED;
 	if (U < 1 || R < 1 || U * R != comm_size(env->world))
-		snprintf(res->why, sizeof res->why, "ulysses %d x ring %d is not the world size %d",
-		         U, R, comm_size(env->world));
-	else if (W < 1 || R % W)
-		snprintf(res->why, sizeof res->why, "window %d does not divide the ring %d", W, R);
-	else if (s->hq % U)
-		snprintf(res->why, sizeof res->why, "%d query heads do not split over ulysses %d", s->hq, U);
-	else if (s->hkv % U && U % s->hkv)
-		snprintf(res->why, sizeof res->why, "%d kv heads neither split over nor divide ulysses %d",
-		         s->hkv, U);
-	else if (R > 1 ? S % (2 * (int64_t)R * U) : S % U)
-		snprintf(res->why, sizeof res->why, "seqlen %lld is not a multiple of %lld",
-		         (long long)S, (long long)(R > 1 ? 2 * R * U : U));
-	else if (job->mask->heads > 1 && U > 1)
-		snprintf(res->why, sizeof res->why, "per-head masks with ulysses > 1");
-	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
-		snprintf(res->why, sizeof res->why, "shape and mask seqlens differ");
-	else
-		res->status = CP_OK;
-	if (res->status != CP_OK)
-		return res->status;
+		return cp_refuse(res, "ulysses %d x ring %d is not the world size %d",
+		                 U, R, comm_size(env->world));
+	if (W < 1 || R % W)
+		return cp_refuse(res, "window %d does not divide the ring %d", W, R);
+	if (s->hq % U)
+		return cp_refuse(res, "%d query heads do not split over ulysses %d", s->hq, U);
+	if (s->hkv % U && U % s->hkv)
+		return cp_refuse(res, "%d kv heads neither split over nor divide ulysses %d", s->hkv, U);
+	if (R > 1 ? S % (2 * (int64_t)R * U) : S % U)
+		return cp_refuse(res, "seqlen %lld is not a multiple of %lld",
+		                 (long long)S, (long long)(R > 1 ? 2 * R * U : U));
+	if (job->mask->heads > 1 && U > 1)
+		return cp_refuse(res, "per-head masks with ulysses > 1");
+	if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		return cp_refuse(res, "shape and mask seqlens differ");
 
 	h = xcalloc(1, sizeof *h);
 	h->U = U;
 	h->R = R;
 	h->W = W;
 	h->Ro = R / W;
-	run.env = env;
-	run.job = job;
-	run.res = res;
-	run.U = U;
-	run.R = R;
-	run.self = h;
-	run.setup = hyb_setup;
-	run.fwd = hyb_fwd;
-	run.bwd = hyb_bwd;
-	run.fini = hyb_fini;
-	return cp_drive(&run);
+	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = U, .R = R,
+	                                  .self = h, .setup = hyb_setup, .fwd = hyb_fwd,
+	                                  .bwd = hyb_bwd, .fini = hyb_fini });
 }

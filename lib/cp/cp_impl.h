@@ -64,6 +64,9 @@ int cp_member(int64_t S, int R, int j, int64_t rg[2][2]);
 int cp_piece(const struct mask *m, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
              struct mask *out, char *err, size_t errlen);
 
+/* A job the strategy cannot run: res gets CP_UNSUPPORTED and why, which it
+ * returns. */
+int cp_refuse(struct cp_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set why (once) and return -1. */
 int cp_fail(struct cp_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A kernel pass returned rc (KERN_*): 0, or -1 with why. */
@@ -71,9 +74,17 @@ int cp_kern_rc(struct cp_run *r, int rc, const char *pass);
 /* A comm call failed: every rank ends (comm.h's rule: never a hang). */
 void cp_commfail(struct cp_run *r, const char *what) __attribute__((noreturn));
 
-/* The kernel's verdict on a local shape: NULL or why it cannot. */
-const char *cp_kern_check(const struct cp_run *r, const struct attn_shape *s,
-                          const struct mask *m);
+/* Setup allocates many buffers and reports out of memory once: *bad is set
+ * when one fails.  cp_free frees n buffers, NULL ones included. */
+void *cp_alloc(struct cp_run *r, size_t n, int *bad);
+void  cp_free(struct cp_run *r, void *const *bufs, size_t n);
+
 struct attn_shape cp_local_shape(const struct cp_run *r, int64_t sq, int64_t sk, int hq, int hkv);
+/* The mask piece of queries qr x keys kr (cp_piece) and, unless it is
+ * empty, the kernel's plan for it on the local shape ls: CP_OK (*kst NULL
+ * for an empty piece), or a status with why.  *piece is for mask_free
+ * either way. */
+int cp_plan(struct cp_run *r, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
+            const struct attn_shape *ls, struct mask *piece, void **kst);
 
 #endif

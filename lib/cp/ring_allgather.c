@@ -27,19 +27,8 @@ struct rag {
 	void *dkf, *dkg;                /* full-length dK|dV of a group; own part, dtype */
 	float *rss, *rsr;               /* reduce-scatter, [N][2][b][c][hkg][d] and [2][...] */
 	struct mask piece;
-	int have_piece;
 	void *kst;
-	const struct kern_ops *kern;
 };
-
-static void *A(struct cp_run *r, size_t n, int *bad)
-{
-	void *p = ops_alloc(&r->x, n);
-
-	if (p == NULL)
-		*bad = 1;
-	return p;
-}
 
 /* Group g's heads of a [rows][H][d] tensor into [rows][Hg][d], and back. */
 static void pick(struct cp_run *r, void *dst, const void *src, int H, int Hg, int g, size_t rows, int s)
@@ -74,16 +63,24 @@ static void gather(struct cp_run *r, struct rag *a, int g)
 	ops_record(&r->x, EV_G0 + g % 2, 2);
 }
 
-/* Group g's gathered K, V in [b][S][hkg][d]: as they came for batch 1. */
-static void gathered(struct cp_run *r, struct rag *a, int g, void **k, void **v)
+/* Group g's turn: the gather of group g+1 starts (into the buffer group
+ * g-1 used, once done with), and the kernel gets group g's gathered K, V in
+ * [b][S][hkg][d], as they came for batch 1. */
+static struct attn_io gathered(struct cp_run *r, struct rag *a, int g)
 {
 	size_t c = r->c, hd = (size_t)a->hkg * r->d * r->es;
+	struct attn_io io = { 0 };
 
+	if (g + 1 < a->G) {
+		ops_wait(&r->x, 2, EV_U);
+		gather(r, a, g + 1);
+	}
 	ops_wait(&r->x, 0, EV_G0 + g % 2);
+	io.stream = r->x.stream[0];
 	if (r->b == 1) {
-		*k = a->gk[g % 2];
-		*v = a->gv[g % 2];
-		return;
+		io.k = a->gk[g % 2];
+		io.v = a->gv[g % 2];
+		return io;
 	}
 	for (int i = 0; i < a->N; i++) {
 		size_t off = (size_t)i * r->b * c * hd;
@@ -92,17 +89,9 @@ static void gathered(struct cp_run *r, struct rag *a, int g, void **k, void **v)
 		ops_copy2d(&r->x, (char *)a->vf + i * c * hd, r->S * hd, (char *)a->gv[g % 2] + off,
 		           c * hd, c * hd, r->b, 0);
 	}
-	*k = a->kf;
-	*v = a->vf;
-}
-
-/* Before gathering group g+1 into the buffer group g-1 used. */
-static void next_gather(struct cp_run *r, struct rag *a, int g)
-{
-	if (g + 1 < a->G) {
-		ops_wait(&r->x, 2, EV_U);
-		gather(r, a, g + 1);
-	}
+	io.k = a->kf;
+	io.v = a->vf;
+	return io;
 }
 
 static void fork2(struct ops *x)
@@ -125,12 +114,9 @@ static int rag_fwd(struct cp_run *r)
 	fork2(&r->x);
 	gather(r, a, 0);
 	for (int g = 0; g < a->G; g++) {
-		struct attn_io io = { 0 };
-		void *k, *v;
+		struct attn_io io = gathered(r, a, g);
 		size_t rows = (size_t)r->b * r->c;
 
-		next_gather(r, a, g);
-		gathered(r, a, g, &k, &v);
 		io.q = r->q;
 		io.o = r->o;
 		io.lse = r->lse;
@@ -140,14 +126,11 @@ static int rag_fwd(struct cp_run *r)
 			io.o = a->og;
 			io.lse = a->lseg;
 		}
-		io.k = k;
-		io.v = v;
-		io.stream = r->x.stream[0];
 		if (a->kst == NULL) {
 			ops_zero(&r->x, io.o, a->nqg * r->es, 0);
 			ops_fill(&r->x, io.lse, -INFINITY, a->nlg, 0);
 		} else {
-			rc |= cp_kern_rc(r, a->kern->fwd(a->kst, &io), "forward");
+			rc |= cp_kern_rc(r, r->env->kern->fwd(a->kst, &io), "forward");
 		}
 		ops_record(&r->x, EV_U, 0);
 		if (a->G > 1) {
@@ -170,11 +153,8 @@ static int rag_bwd(struct cp_run *r)
 	fork2(&r->x);
 	gather(r, a, 0);
 	for (int g = 0; g < a->G; g++) {
-		struct attn_io io = { 0 };
-		void *k, *v;
+		struct attn_io io = gathered(r, a, g);
 
-		next_gather(r, a, g);
-		gathered(r, a, g, &k, &v);
 		io.q = r->q;
 		io.o = r->o;
 		io.lse = r->lse;
@@ -192,16 +172,13 @@ static int rag_bwd(struct cp_run *r)
 			io.dout = a->doutg;
 			io.dq = a->dqg;
 		}
-		io.k = k;
-		io.v = v;
 		io.dk = a->dkf;
 		io.dv = (char *)a->dkf + a->nK * r->es;
-		io.stream = r->x.stream[0];
 		if (a->kst == NULL) {
 			ops_zero(&r->x, io.dq, a->nqg * r->es, 0);
 			ops_zero(&r->x, a->dkf, 2 * a->nK * r->es, 0);
 		} else {
-			rc |= cp_kern_rc(r, a->kern->bwd(a->kst, &io), "backward");
+			rc |= cp_kern_rc(r, r->env->kern->bwd(a->kst, &io), "backward");
 		}
 		ops_record(&r->x, EV_U, 0);
 		if (a->G > 1)
@@ -230,15 +207,11 @@ static int rag_bwd(struct cp_run *r)
 static int rag_setup(struct cp_run *r)
 {
 	struct rag *a = r->self;
-	int bad = 0, bwd = r->job->pass == PASS_BWD, nk = 0;
+	int bad = 0, bwd = r->job->pass == PASS_BWD, nk = 0, st;
 	int64_t qr[2][2], (*kr)[2] = xcalloc(2 * (size_t)a->N, sizeof *kr);
 	size_t es = r->es;
 	struct attn_shape ls;
-	const char *why;
-	char e[160];
-	int rc;
 
-	a->kern = r->env->kern;
 	a->hqg = r->hq / a->G;
 	a->hkg = r->hkv / a->G;
 	a->nqg = (size_t)r->b * r->c * a->hqg * r->d;
@@ -246,28 +219,28 @@ static int rag_setup(struct cp_run *r)
 	a->nlg = (size_t)r->b * a->hqg * r->c;
 	a->nK = a->nkg * a->N;
 	for (int i = 0; i < 2; i++) {
-		a->gk[i] = A(r, a->nK * es, &bad);
-		a->gv[i] = A(r, a->nK * es, &bad);
+		a->gk[i] = cp_alloc(r, a->nK * es, &bad);
+		a->gv[i] = cp_alloc(r, a->nK * es, &bad);
 	}
 	if (r->b > 1) {
-		a->kf = A(r, a->nK * es, &bad);
-		a->vf = A(r, a->nK * es, &bad);
+		a->kf = cp_alloc(r, a->nK * es, &bad);
+		a->vf = cp_alloc(r, a->nK * es, &bad);
 	}
 	if (a->G > 1) {
-		a->sk = A(r, a->nkg * es, &bad);
-		a->sv = A(r, a->nkg * es, &bad);
-		a->qg = A(r, a->nqg * es, &bad);
-		a->og = A(r, a->nqg * es, &bad);
-		a->lseg = A(r, a->nlg * sizeof(float), &bad);
+		a->sk = cp_alloc(r, a->nkg * es, &bad);
+		a->sv = cp_alloc(r, a->nkg * es, &bad);
+		a->qg = cp_alloc(r, a->nqg * es, &bad);
+		a->og = cp_alloc(r, a->nqg * es, &bad);
+		a->lseg = cp_alloc(r, a->nlg * sizeof(float), &bad);
 	}
 	if (bwd) {
-		a->dkf = A(r, 2 * a->nK * es, &bad);
-		a->rss = A(r, 2 * a->nK * sizeof(float), &bad);
-		a->rsr = A(r, 2 * a->nkg * sizeof(float), &bad);
+		a->dkf = cp_alloc(r, 2 * a->nK * es, &bad);
+		a->rss = cp_alloc(r, 2 * a->nK * sizeof(float), &bad);
+		a->rsr = cp_alloc(r, 2 * a->nkg * sizeof(float), &bad);
 		if (a->G > 1) {
-			a->doutg = A(r, a->nqg * es, &bad);
-			a->dqg = A(r, a->nqg * es, &bad);
-			a->dkg = A(r, 2 * a->nkg * es, &bad);
+			a->doutg = cp_alloc(r, a->nqg * es, &bad);
+			a->dqg = cp_alloc(r, a->nqg * es, &bad);
+			a->dkg = cp_alloc(r, 2 * a->nkg * es, &bad);
 		}
 	}
 	if (bad) {
@@ -291,27 +264,10 @@ static int rag_setup(struct cp_run *r)
 			}
 		}
 	}
-	rc = cp_piece(r->job->mask, qr, nq, kr, nk, &a->piece, e, sizeof e);
-	free(kr);
-	if (rc < 0) {
-		cp_fail(r, "%s", e);
-		return CP_UNSUPPORTED;
-	}
-	a->have_piece = 1;
-	if (a->piece.area == 0)
-		return CP_OK;
 	ls = cp_local_shape(r, r->c, r->S, a->hqg, a->hkg);
-	if ((why = cp_kern_check(r, &ls, &a->piece)) != NULL) {
-		cp_fail(r, "kernel %s: %s", a->kern->name, why);
-		return CP_UNSUPPORTED;
-	}
-	rc = a->kern->init(&a->kst, &ls, &a->piece, e, sizeof e);
-	if (rc != KERN_OK) {
-		a->kst = NULL;
-		cp_fail(r, "kernel %s: %s", a->kern->name, e);
-		return rc == KERN_OOM ? CP_OOM : CP_ERROR;
-	}
-	return CP_OK;
+	st = cp_plan(r, qr, nq, kr, nk, &ls, &a->piece, &a->kst);
+	free(kr);
+	return st;
 }
 
 static void rag_fini(struct cp_run *r)
@@ -322,11 +278,9 @@ static void rag_fini(struct cp_run *r)
 
 	ops_sync(&r->x);
 	if (a->kst)
-		a->kern->fini(a->kst);
-	if (a->have_piece)
-		mask_free(&a->piece);
-	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-		ops_free(&r->x, bufs[i]);
+		r->env->kern->fini(a->kst);
+	mask_free(&a->piece);
+	cp_free(r, bufs, sizeof bufs / sizeof bufs[0]);
 	free(a);
 	r->self = NULL;
 }
@@ -335,36 +289,21 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 {
 	const struct attn_shape *s = &job->shape;
 	int N = comm_size(env->world);
-	struct cp_run run = { 0 };
 	struct rag *a;
 
 	memset(res, 0, sizeof *res);
 	res->ulysses = 1;
 	res->ring = N;
-	res->status = CP_UNSUPPORTED;
 	if (N > 1 && s->sq % (2 * (int64_t)N))
-		snprintf(res->why, sizeof res->why, "seqlen %lld is not a multiple of %d",
-		         (long long)s->sq, 2 * N);
-	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
-		snprintf(res->why, sizeof res->why, "shape and mask seqlens differ");
-	else
-		res->status = CP_OK;
-	if (res->status != CP_OK)
-		return res->status;
+		return cp_refuse(res, "seqlen %lld is not a multiple of %d", (long long)s->sq, 2 * N);
+	if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		return cp_refuse(res, "shape and mask seqlens differ");
 	a = xcalloc(1, sizeof *a);
 	a->N = N;
 	a->G = s->hkv % 2 == 0 && job->mask->heads == 1 ? 2 : 1;
-	run.env = env;
-	run.job = job;
-	run.res = res;
-	run.U = 1;
-	run.R = N;
-	run.self = a;
-	run.setup = rag_setup;
-	run.fwd = rag_fwd;
-	run.bwd = rag_bwd;
-	run.fini = rag_fini;
-	return cp_drive(&run);
+	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = 1, .R = N,
+	                                  .self = a, .setup = rag_setup, .fwd = rag_fwd,
+	                                  .bwd = rag_bwd, .fini = rag_fini });
 }
 
 const struct cp_ops cp_ring_allgather = {
