@@ -82,76 +82,78 @@ static int text_ok(const unsigned char *p, size_t n, const char *what, char *err
 	return 0;
 }
 
-/* The header's own checks and the file length it implies, from the first
- * HDR bytes, so a reader knows how much to read before it reads it. */
-static int header(const unsigned char *b, size_t n, uint64_t *wantp, char *err, size_t errlen)
-{
-	uint32_t version, body, heads;
-	uint64_t sq, sk, n1, n2, want;
+struct hdr {
+	uint32_t body, heads;
+	uint64_t sq, sk, area, n1, n2;
+	uint64_t want;           /* the file length the counts imply */
+};
 
-	if (n < HDR)
-		return mask_fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
-		    n, HDR + TRAILER);
+/* The header's own checks and the file length it implies, from the first
+ * HDR bytes (the caller has them), so a reader knows how much to read
+ * before it reads it. */
+static int header(const unsigned char *b, struct hdr *h, char *err, size_t errlen)
+{
+	uint32_t version;
+
 	if (memcmp(b, MAGIC, 8) != 0)
 		return mask_fail(err, errlen, "not a mask file (bad magic)");
 	if ((version = get32(b + 8)) != VERSION)
 		return mask_fail(err, errlen, "version %u, this build reads %d", version, VERSION);
-	body = get32(b + 12);
-	sq = get64(b + 16);
-	sk = get64(b + 24);
-	heads = get32(b + 32);
-	n1 = get64(b + 48);
-	n2 = get64(b + 56);
-	if (body != MASK_BODY_SLICES && body != MASK_BODY_BLOCKS)
-		return mask_fail(err, errlen, "unknown body kind %u", body);
-	if (sq < 1 || sk < 1)
+	h->body = get32(b + 12);
+	h->sq = get64(b + 16);
+	h->sk = get64(b + 24);
+	h->heads = get32(b + 32);
+	h->area = get64(b + 40);
+	h->n1 = get64(b + 48);
+	h->n2 = get64(b + 56);
+	if (h->body != MASK_BODY_SLICES && h->body != MASK_BODY_BLOCKS)
+		return mask_fail(err, errlen, "unknown body kind %u", h->body);
+	if (h->sq < 1 || h->sk < 1)
 		return mask_fail(err, errlen, "seqlen %llu x %llu: must be at least 1",
-		    (unsigned long long)sq, (unsigned long long)sk);
-	if (sq >= (uint64_t)MASK_MAXSEQ || sk >= (uint64_t)MASK_MAXSEQ)
+		    (unsigned long long)h->sq, (unsigned long long)h->sk);
+	if (h->sq >= (uint64_t)MASK_MAXSEQ || h->sk >= (uint64_t)MASK_MAXSEQ)
 		return mask_fail(err, errlen, "seqlen %llu x %llu: must be below 2^32",
-		    (unsigned long long)sq, (unsigned long long)sk);
-	if (body == MASK_BODY_SLICES && (heads != 1 || n2 != 0))
+		    (unsigned long long)h->sq, (unsigned long long)h->sk);
+	if (h->body == MASK_BODY_SLICES && (h->heads != 1 || h->n2 != 0))
 		return mask_fail(err, errlen, "a slice body has 1 mask head and no k blocks");
-	if (body == MASK_BODY_BLOCKS) {
-		if (heads < 1 || heads > MAXHEADS)
-			return mask_fail(err, errlen, "%u mask heads, not in 1..%d", heads, MAXHEADS);
-		if (n1 < 1 || n1 > sq || n2 < 1 || n2 > sk)
+	if (h->body == MASK_BODY_BLOCKS) {
+		if (h->heads < 1 || h->heads > MAXHEADS)
+			return mask_fail(err, errlen, "%u mask heads, not in 1..%d", h->heads, MAXHEADS);
+		if (h->n1 < 1 || h->n1 > h->sq || h->n2 < 1 || h->n2 > h->sk)
 			return mask_fail(err, errlen, "%llu x %llu blocks for %llu x %llu tokens",
-			    (unsigned long long)n1, (unsigned long long)n2,
-			    (unsigned long long)sq, (unsigned long long)sk);
+			    (unsigned long long)h->n1, (unsigned long long)h->n2,
+			    (unsigned long long)h->sq, (unsigned long long)h->sk);
 	}
-	want = body_size(body, heads, n1, n2);
-	if (want == 0 && n1 > 0)
-		return mask_fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)n1,
-		    (unsigned long long)n2);
-	want += HDR + TRAILER;
-	*wantp = want;
+	h->want = body_size(h->body, h->heads, h->n1, h->n2);
+	if (h->want == 0 && h->n1 > 0)
+		return mask_fail(err, errlen, "counts %llu x %llu too large", (unsigned long long)h->n1,
+		    (unsigned long long)h->n2);
+	h->want += HDR + TRAILER;
 	return 0;
+}
+
+static int size_msg(size_t n, uint64_t want, char *err, size_t errlen)
+{
+	return mask_fail(err, errlen, n < want ? "truncated: %zu bytes, the header says %llu" :
+	    "%zu bytes, the header says %llu", n, (unsigned long long)want);
 }
 
 static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, size_t errlen)
 {
-	uint32_t body, heads;
-	uint64_t sq, sk, area, n1, n2, want;
-	const unsigned char *p;
+	struct hdr h;
+	uint64_t n1, n2;
+	const unsigned char *p = b + HDR;
 
 	if (n < HDR + TRAILER)
 		return mask_fail(err, errlen, "truncated: %zu bytes, a mask file has at least %d",
 		    n, HDR + TRAILER);
-	if (header(b, n, &want, err, errlen) != 0)
+	if (header(b, &h, err, errlen) != 0)
 		return -1;
-	body = get32(b + 12);
-	sq = get64(b + 16);
-	sk = get64(b + 24);
-	heads = get32(b + 32);
-	area = get64(b + 40);
-	n1 = get64(b + 48);
-	n2 = get64(b + 56);
-	if (n < want)
-		return mask_fail(err, errlen, "truncated: %zu bytes, the header says %llu", n,
-		    (unsigned long long)want);
-	if (n > want)
-		return mask_fail(err, errlen, "more bytes than the header says (%llu)", (unsigned long long)want);
+	if (n < h.want)
+		return size_msg(n, h.want, err, errlen);
+	if (n > h.want)
+		return mask_fail(err, errlen, "more bytes than the header says (%llu)",
+		    (unsigned long long)h.want);
 	if (fnv1a(b, n - TRAILER) != get64(b + n - TRAILER))
 		return mask_fail(err, errlen, "bad checksum");
 	if (get32(b + 36) != 0)
@@ -160,9 +162,10 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	    text_ok(b + 96, MASK_PARAMS, "parameter text", err, errlen) != 0)
 		return -1;
 
-	p = b + HDR;
-	if (body == MASK_BODY_SLICES) {
-		mask_init(m, (int64_t)sq, (int64_t)sk, (const char *)b + 64, (const char *)b + 96);
+	n1 = h.n1;
+	n2 = h.n2;
+	if (h.body == MASK_BODY_SLICES) {
+		mask_init(m, (int64_t)h.sq, (int64_t)h.sk, (const char *)b + 64, (const char *)b + 96);
 		if (n1 > 0 && (m->slices = malloc(n1 * sizeof *m->slices)) == NULL)
 			return mask_fail(err, errlen, "out of memory for %llu slices", (unsigned long long)n1);
 		m->cap = m->nslices = n1;
@@ -176,20 +179,16 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 		}
 	} else {
 		int64_t *qb = malloc((n1 + 1) * sizeof *qb), *kb = malloc((n2 + 1) * sizeof *kb);
-		uint64_t bits = (uint64_t)heads * n1 * n2, nb = (bits + 7) / 8;
-		int rc;
-		if (qb == NULL || kb == NULL) {
-			free(qb);
-			free(kb);
-			return mask_fail(err, errlen, "out of memory for %llu x %llu blocks",
-			    (unsigned long long)n1, (unsigned long long)n2);
+		uint64_t bits = (uint64_t)h.heads * n1 * n2, nb = (bits + 7) / 8;
+		int rc = -1;
+		if (qb != NULL && kb != NULL) {
+			for (uint64_t i = 0; i <= n1; i++, p += 4)
+				qb[i] = get32(p);
+			for (uint64_t i = 0; i <= n2; i++, p += 4)
+				kb[i] = get32(p);
+			rc = mask_init_blocks(m, (int64_t)h.sq, (int64_t)h.sk, (int)h.heads, (int64_t)n1,
+			    qb, (int64_t)n2, kb, (const char *)b + 64, (const char *)b + 96);
 		}
-		for (uint64_t i = 0; i <= n1; i++, p += 4)
-			qb[i] = get32(p);
-		for (uint64_t i = 0; i <= n2; i++, p += 4)
-			kb[i] = get32(p);
-		rc = mask_init_blocks(m, (int64_t)sq, (int64_t)sk, (int)heads, (int64_t)n1, qb,
-		    (int64_t)n2, kb, (const char *)b + 64, (const char *)b + 96);
 		free(qb);
 		free(kb);
 		if (rc != 0)
@@ -201,9 +200,9 @@ static int parse(const unsigned char *b, size_t n, struct mask *m, char *err, si
 	}
 	if (mask_check(m, 1, err, errlen) != 0)
 		return -1;
-	if (m->area != area)
+	if (m->area != h.area)
 		return mask_fail(err, errlen, "area %llu in the header, the body gives %llu",
-		    (unsigned long long)area, (unsigned long long)m->area);
+		    (unsigned long long)h.area, (unsigned long long)m->area);
 	return 0;
 }
 
@@ -232,39 +231,33 @@ static int slurp(FILE *fp, unsigned char **b, size_t *cap, size_t *n, size_t lim
 	return ferror(fp) ? -1 : 0;
 }
 
-static int size_msg(size_t n, uint64_t want, char *err, size_t errlen)
-{
-	return mask_fail(err, errlen, n < want ? "truncated: %zu bytes, the header says %llu" :
-	    "%zu bytes, the header says %llu", n, (unsigned long long)want);
-}
-
 int mask_read(const char *path, struct mask *m, char *err, size_t errlen)
 {
 	FILE *fp;
 	unsigned char *b = NULL;
 	size_t n = 0, cap = 0;
-	uint64_t want;
+	struct hdr h;
 	struct stat st;
-	int rc = 0, e = 0, reg, stdin_ = strcmp(path, "-") == 0;
+	int rc = 0, known, stdin_ = strcmp(path, "-") == 0;
 
 	memset(m, 0, sizeof *m);
 	if (stdin_)
 		fp = stdin;
 	else if ((fp = fopen(path, "rb")) == NULL)
 		return mask_fail(err, errlen, "%s", strerror(errno));
-	reg = fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode);
-	if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode))
+	known = fstat(fileno(fp), &st) == 0;
+	if (known && S_ISDIR(st.st_mode))
 		rc = mask_fail(err, errlen, "is a directory");
 	/* The header says how long the file is: read no more than that, and
 	 * one byte to see trailing garbage, whatever the input is. */
 	else if (slurp(fp, &b, &cap, &n, HDR) != 0)
-		rc = mask_fail(err, errlen, "%s", strerror(e = errno));
-	else if (n == HDR && header(b, n, &want, err, errlen) != 0)
+		rc = mask_fail(err, errlen, "%s", strerror(errno));
+	else if (n == HDR && header(b, &h, err, errlen) != 0)
 		rc = -1;
-	else if (n == HDR && reg && (uint64_t)st.st_size != want)
-		rc = size_msg((size_t)st.st_size, want, err, errlen);
-	else if (n == HDR && want < SIZE_MAX && slurp(fp, &b, &cap, &n, (size_t)want + 1) != 0)
-		rc = mask_fail(err, errlen, "%s", strerror(e = errno));
+	else if (n == HDR && known && S_ISREG(st.st_mode) && (uint64_t)st.st_size != h.want)
+		rc = size_msg((size_t)st.st_size, h.want, err, errlen);
+	else if (n == HDR && h.want < SIZE_MAX && slurp(fp, &b, &cap, &n, (size_t)h.want + 1) != 0)
+		rc = mask_fail(err, errlen, "%s", strerror(errno));
 	if (!stdin_)
 		fclose(fp);
 	if (rc == 0)
