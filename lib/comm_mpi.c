@@ -28,11 +28,15 @@ static MPI_Datatype mtype(int type)
 	}
 }
 
+/* An MPI call's return code: 0, or -1 once this rank has said what
+ * failed. */
 static int fail(const struct comm *c, const char *op, int rc)
 {
 	char s[MPI_MAX_ERROR_STRING];
 	int n = 0;
 
+	if (rc == MPI_SUCCESS)
+		return 0;
 	MPI_Error_string(rc, s, &n);
 	fprintf(stderr, "%s: rank %d: MPI %s: %s\n", program_invocation_short_name,
 	    c->world->rank, op, s);
@@ -78,10 +82,9 @@ static int m_init(struct comm *w, char *err, size_t errlen)
 static int m_split(struct comm *c, int color, int key, struct comm *out)
 {
 	MPI_Comm n;
-	int rc;
 
-	if ((rc = MPI_Comm_split(mc(c), color < 0 ? MPI_UNDEFINED : color, key, &n)) != MPI_SUCCESS)
-		return fail(c, "Comm_split", rc);
+	if (fail(c, "Comm_split", MPI_Comm_split(mc(c), color < 0 ? MPI_UNDEFINED : color, key, &n)))
+		return -1;
 	if (n == MPI_COMM_NULL)
 		return 0;
 	MPI_Comm_set_errhandler(n, MPI_ERRORS_RETURN);
@@ -95,22 +98,17 @@ static int m_split(struct comm *c, int color, int key, struct comm *out)
 static int m_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, int src,
     size_t count, int type, void *stream, struct comm_req *req)
 {
-	struct mreq *m = xmalloc(sizeof *m);
-	int rc;
+	struct mreq *m;
 
 	(void)stream;
-	if (!count_ok(c, "sendrecv", count)) {
+	if (!count_ok(c, "sendrecv", count))
+		return -1;
+	m = xmalloc(sizeof *m);
+	m->r[0] = m->r[1] = MPI_REQUEST_NULL;
+	if ((src >= 0 && fail(c, "Irecv", MPI_Irecv(rbuf, (int)count, mtype(type), src, 7, mc(c), &m->r[0]))) ||
+	    (dst >= 0 && fail(c, "Isend", MPI_Isend(sbuf, (int)count, mtype(type), dst, 7, mc(c), &m->r[1])))) {
 		free(m);
 		return -1;
-	}
-	m->r[0] = m->r[1] = MPI_REQUEST_NULL;
-	if (src >= 0 && (rc = MPI_Irecv(rbuf, (int)count, mtype(type), src, 7, mc(c), &m->r[0])) != MPI_SUCCESS) {
-		free(m);
-		return fail(c, "Irecv", rc);
-	}
-	if (dst >= 0 && (rc = MPI_Isend(sbuf, (int)count, mtype(type), dst, 7, mc(c), &m->r[1])) != MPI_SUCCESS) {
-		free(m);
-		return fail(c, "Isend", rc);
 	}
 	req->impl = m;
 	return 0;
@@ -124,59 +122,45 @@ static int m_wait(struct comm_req *req, void *stream)
 	(void)stream;
 	rc = MPI_Waitall(2, m->r, MPI_STATUSES_IGNORE);
 	free(m);
-	return rc == MPI_SUCCESS ? 0 : fail(req->c, "Waitall", rc);
+	return fail(req->c, "Waitall", rc);
 }
 
 static int m_alltoall(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
 {
-	int rc;
-
 	(void)stream;
 	if (!count_ok(c, "alltoall", count))
 		return -1;
-	rc = MPI_Alltoall(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c));
-	return rc == MPI_SUCCESS ? 0 : fail(c, "Alltoall", rc);
+	return fail(c, "Alltoall", MPI_Alltoall(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c)));
 }
 
 static int m_allgather(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
 {
-	int rc;
-
 	(void)stream;
 	if (!count_ok(c, "allgather", count))
 		return -1;
-	rc = MPI_Allgather(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c));
-	return rc == MPI_SUCCESS ? 0 : fail(c, "Allgather", rc);
+	return fail(c, "Allgather", MPI_Allgather(sbuf, (int)count, mtype(type), rbuf, (int)count, mtype(type), mc(c)));
 }
 
 static int m_reducescatter(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream)
 {
-	int rc;
-
 	(void)stream;
 	if (!count_ok(c, "reducescatter", count))
 		return -1;
-	rc = MPI_Reduce_scatter_block(sbuf, rbuf, (int)count, mtype(type), MPI_SUM, mc(c));
-	return rc == MPI_SUCCESS ? 0 : fail(c, "Reduce_scatter_block", rc);
+	return fail(c, "Reduce_scatter_block", MPI_Reduce_scatter_block(sbuf, rbuf, (int)count, mtype(type), MPI_SUM, mc(c)));
 }
 
 static int m_allreduce(struct comm *c, void *buf, size_t count, int type, int op, void *stream)
 {
-	int rc;
-
 	(void)stream;
 	if (!count_ok(c, "allreduce", count))
 		return -1;
-	rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mtype(type),
-	    op == COMM_MAX ? MPI_MAX : MPI_SUM, mc(c));
-	return rc == MPI_SUCCESS ? 0 : fail(c, "Allreduce", rc);
+	return fail(c, "Allreduce", MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, mtype(type),
+	    op == COMM_MAX ? MPI_MAX : MPI_SUM, mc(c)));
 }
 
 static int m_barrier(struct comm *c)
 {
-	int rc = MPI_Barrier(mc(c));
-
-	return rc == MPI_SUCCESS ? 0 : fail(c, "Barrier", rc);
+	return fail(c, "Barrier", MPI_Barrier(mc(c)));
 }
 
 static void m_abort(struct comm *c)

@@ -14,6 +14,14 @@
 /* Host blocks carry their size in front, for the peak. */
 #define HDR 64
 
+/* A device buffer's operation is the CUDA side's, and the function ends
+ * there; a host buffer's is the code after. */
+#ifdef HAVE_CUDA
+#define ON_GPU(call) do { if (x->gpu) { call; return; } } while (0)
+#else
+#define ON_GPU(call) (void)x
+#endif
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -38,11 +46,7 @@ int ops_init(struct ops *x, int gpu, char *err, size_t errlen)
 
 void ops_fini(struct ops *x)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu)
-		opsg_fini(x);
-#endif
-	(void)x;
+	ON_GPU(opsg_fini(x));
 }
 
 const char *ops_failed(const struct ops *x)
@@ -105,27 +109,13 @@ size_t ops_peak(const struct ops *x)
 
 void ops_upload(struct ops *x, void *dst, const void *hsrc, size_t n)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_upload(x, dst, hsrc, n);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_upload(x, dst, hsrc, n));
 	memcpy(dst, hsrc, n);
 }
 
 void ops_download(struct ops *x, void *hdst, const void *src, size_t n)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_download(x, hdst, src, n);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_download(x, hdst, src, n));
 	memcpy(hdst, src, n);
 }
 
@@ -139,57 +129,32 @@ void ops_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_t
 {
 	if (width == 0 || rows == 0 || dst == src)
 		return;
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_copy2d(x, dst, dpitch, src, spitch, width, rows, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_copy2d(x, dst, dpitch, src, spitch, width, rows, s));
 	(void)s;
 	for (size_t r = 0; r < rows; r++)
 		memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
 }
 
+static void set(struct ops *x, void *dst, int byte, size_t n, int s)
+{
+	ON_GPU(opsg_memset(x, dst, byte, n, s));
+	(void)s;
+	memset(dst, byte, n);
+}
+
 void ops_poison(struct ops *x, void *dst, size_t n, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_memset(x, dst, 0xff, n, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
-	(void)s;
-	memset(dst, 0xff, n);
+	set(x, dst, 0xff, n, s);
 }
 
 void ops_zero(struct ops *x, void *dst, size_t n, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_memset(x, dst, 0, n, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
-	(void)s;
-	memset(dst, 0, n);
+	set(x, dst, 0, n, s);
 }
 
 void ops_fill(struct ops *x, float *dst, float v, size_t n, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_fill(x, dst, v, n, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_fill(x, dst, v, n, s));
 	(void)s;
 	for (size_t i = 0; i < n; i++)
 		dst[i] = v;
@@ -207,14 +172,7 @@ static inline float load(const void *p, int type, size_t i)
 void ops_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int type,
                size_t spitch, size_t width, size_t rows, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_acc2d(x, dst, dpitch, src, type, spitch, width, rows, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_acc2d(x, dst, dpitch, src, type, spitch, width, rows, s));
 	(void)s;
 	for (size_t r = 0; r < rows; r++)
 		for (size_t i = 0; i < width; i++)
@@ -223,14 +181,7 @@ void ops_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int ty
 
 void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_cast(x, dst, type, src, n, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_cast(x, dst, type, src, n, s));
 	(void)s;
 	if (type == CT_F32) {
 		memmove(dst, src, n * sizeof(float));
@@ -243,14 +194,7 @@ void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, in
 void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                int type, int b, int64_t sq, int h, int d, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_merge(x, o, lse, op, lsep, type, b, sq, h, d, s);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_merge(x, o, lse, op, lsep, type, b, sq, h, d, s));
 	(void)s;
 	for (int bi = 0; bi < b; bi++)
 		for (int hi = 0; hi < h; hi++)
@@ -273,41 +217,24 @@ void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float 
 
 void ops_record(struct ops *x, int ev, int s)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu)
-		opsg_record(x, ev, s);
-#endif
-	(void)x; (void)ev; (void)s;
+	ON_GPU(opsg_record(x, ev, s));
+	(void)ev; (void)s;
 }
 
 void ops_wait(struct ops *x, int t, int ev)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu)
-		opsg_wait(x, t, ev);
-#endif
-	(void)x; (void)t; (void)ev;
+	ON_GPU(opsg_wait(x, t, ev));
+	(void)t; (void)ev;
 }
 
 void ops_sync(struct ops *x)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu)
-		opsg_sync(x);
-#endif
-	(void)x;
+	ON_GPU(opsg_sync(x));
 }
 
 void ops_tstart(struct ops *x)
 {
-#ifdef HAVE_CUDA
-	if (x->gpu) {
-		opsg_record(x, 0, 0);
-		return;
-	}
-#else
-	(void)x;
-#endif
+	ON_GPU(opsg_record(x, 0, 0));
 	x->t0 = now_ms();
 }
 
