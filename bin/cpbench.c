@@ -94,19 +94,27 @@ static const char *status_name(int s)
 	return s >= 0 && s <= CP_ERROR ? n[s] : "error";
 }
 
+/* FNV-1a over n bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ c[i]) * 1099511628211ULL;
+	return h;
+}
+
 /* A digest of the mask: ranks on nodes without a shared file system may
  * read different files under one name, and would then disagree silently. */
 static uint64_t mask_digest(const struct mask *m)
 {
 	uint64_t h = 1469598103934665603ULL;
-	const unsigned char *p;
-	size_t i, n;
+	size_t i;
 
-#define MIX(ptr, len) for (p = (const unsigned char *)(ptr), n = (len), i = 0; i < n; i++) \
-		h = (h ^ p[i]) * 1099511628211ULL
-	MIX(&m->sq, sizeof m->sq);
-	MIX(&m->area, sizeof m->area);
-	MIX(&m->heads, sizeof m->heads);
+	h = fnv(h, &m->sq, sizeof m->sq);
+	h = fnv(h, &m->area, sizeof m->area);
+	h = fnv(h, &m->heads, sizeof m->heads);
 	for (i = 0; i < m->nslices; i++) {
 		const struct mask_slice *sl = &m->slices[i];
 		uint64_t v[5] = { sl->q0, sl->q1, sl->k0, sl->k1, sl->kind }, j;
@@ -114,13 +122,8 @@ static uint64_t mask_digest(const struct mask *m)
 		for (j = 0; j < 5; j++)
 			h = (h ^ v[j]) * 1099511628211ULL;
 	}
-	if (m->body == MASK_BODY_BLOCKS && m->bits != NULL) {
-		size_t nb = ((size_t)m->heads * m->nqb * m->nkb + 7) / 8, k;
-
-		for (k = 0; k < nb; k++)
-			h = (h ^ m->bits[k]) * 1099511628211ULL;
-	}
-#undef MIX
+	if (m->body == MASK_BODY_BLOCKS && m->bits != NULL)
+		h = fnv(h, m->bits, ((size_t)m->heads * m->nqb * m->nkb + 7) / 8);
 	return h;
 }
 
@@ -141,6 +144,50 @@ static int node_size_of(const struct boot *b, char *err, size_t n)
 			return -1;
 		}
 	return g;
+}
+
+/* One strategy on one pass, run by every rank; rank 0 writes the row.
+ * Nonzero for a wrong result or an error. */
+static int bench(const struct cp_env *env, const struct cp_ops *st, const struct cp_job *job)
+{
+	const struct boot *b = env->boot;
+	const struct mask *m = job->mask;
+	const struct attn_shape *s = &job->shape;
+	const char *pass = job->pass == PASS_FWD ? "fwd" : "bwd";
+	struct cp_result res = { .status = CP_ERROR };
+	int bad;
+
+	if (st->run(env, job, &res) != 0 && res.status == CP_OK)
+		res.status = CP_ERROR;
+	bad = res.status == CP_WRONG || res.status == CP_ERROR;
+	if (b->rank != 0)
+		return bad;
+	if (res.status != CP_OK && (env->verbose || res.status != CP_UNSUPPORTED))
+		fprintf(stderr, "cpbench: %s %s %s: %s%s%s\n", st->name, m->pattern, pass,
+		    status_name(res.status), res.why[0] ? ": " : "", res.why);
+	if (env->verbose && job->check && res.status != CP_UNSUPPORTED)
+		fprintf(stderr, "cpbench: %s %s %s: rel err o %.3g lse %.3g dq %.3g "
+		    "dk %.3g dv %.3g\n", st->name, m->pattern, pass, res.err[0], res.err[1],
+		    res.err[2], res.err[3], res.err[4]);
+
+	struct row row = {
+		.tool = "cpbench", .kernel = st->name, .mask = m->pattern,
+		.sq = m->sq, .sk = m->sq, .area = (double)m->area / m->heads,
+		.batch = s->batch, .hq = s->hq, .hkv = s->hkv, .hd = s->hd,
+		.dtype = s->dtype == DT_FP16 ? "fp16" : "bf16", .pass = pass,
+		.world = b->size, .ulysses = res.ulysses, .ring = res.ring,
+		.status = status_name(res.status), .iters = job->iters,
+		.ms_median = res.ms_median, .ms_min = res.ms_min, .ms_max = res.ms_max,
+		.mem_gib = res.mem_bytes / (1024.0 * 1024 * 1024),
+		.device = device_name(env->backend), .host = b->host,
+		.commit = build_commit(), .seed = job->seed,
+	};
+	if (res.ms_median > 0)
+		row.tflops = tsv_flops(row.area, s->hq, s->hd, s->batch, job->pass == PASS_BWD) /
+		    b->size / (res.ms_median * 1e-3) / 1e12;
+	tsv_row(stdout, &row);
+	fflush(stdout);
+	return bad;
 }
 
 int main(int argc, char *argv[])
@@ -167,16 +214,17 @@ int main(int argc, char *argv[])
 	};
 	const struct cp_ops *strat[MAXS];
 	char *slist = NULL, *plist = NULL, *names[MAXS], *p, err[512];
-	const char *kname = NULL, *dtype = "bf16";
+	const char *kname = NULL;
 	int c, i, j, ns = 0, np, passes[2], hq = 64, hkv = 8, hd = 128, U = 0, R = 0, G = 0;
-	int backend = -1, warmup = 2, iters = 5, check = 0, verbose = 0, list = 0;
-	int saved, exitcode = 0, rank;
+	int dtype = DT_BF16, backend = -1, warmup = 2, iters = 5, check = 0, verbose = 0, list = 0;
+	int saved, exitcode = 0;
 	uint64_t seed = 1;
 	struct mask m;
 	struct boot b;
 	struct topo t;
 	struct comm *world;
 	struct cp_env env;
+	struct cp_job job;
 	const struct kern_ops *kern;
 
 	/* Bad input is the same on every rank: only rank 0 says so */
@@ -201,7 +249,7 @@ int main(int argc, char *argv[])
 		case 't':
 			if (strcmp(optarg, "bf16") != 0 && strcmp(optarg, "fp16") != 0)
 				errx(EXIT_BADINPUT, "-t: '%s' is not bf16 or fp16", optarg);
-			dtype = optarg;
+			dtype = strcmp(optarg, "fp16") == 0 ? DT_FP16 : DT_BF16;
 			break;
 		case 'p': plist = optarg; break;
 		case 'U': U = parse_int(optarg, "--ulysses", 1, 1 << 20, 0); break;
@@ -314,7 +362,6 @@ int main(int argc, char *argv[])
 	 * rank 0 does */
 	if (boot_init(&b, err, sizeof err) == -1)
 		errx(EXIT_BADINPUT, "%s", err);
-	rank = b.rank;
 	{
 		uint64_t d = mask_digest(&m), *all = xcalloc(b.size, sizeof *all);
 
@@ -347,90 +394,27 @@ int main(int argc, char *argv[])
 	if (comm_init(&world, backend, &b, err, sizeof err) == -1)
 		boot_abort(&b, 1, err);
 
-	memset(&env, 0, sizeof env);
-	env.world = world;
-	env.boot = &b;
-	env.backend = backend;
-	env.kern = kern;
-	env.node_size = G;
-	env.verbose = verbose;
-	if (rank == 0)
+	env = (struct cp_env){ .world = world, .boot = &b, .backend = backend, .kern = kern,
+	                       .node_size = G, .verbose = verbose };
+	job = (struct cp_job){
+		.mask = &m,
+		.shape = { .sq = m.sq, .sk = m.sq, .batch = 1, .hq = hq, .hkv = hkv, .hd = hd,
+		           .dtype = dtype, .scale = 1.0 / sqrt((double)hd) },
+		.ulysses = U, .ring = R, .warmup = warmup, .iters = iters, .check = check,
+		.seed = seed,
+	};
+	if (b.rank == 0)
 		tsv_header(stdout);
 	for (i = 0; i < ns; i++)
 		for (j = 0; j < np; j++) {
-			struct cp_job job;
-			struct cp_result res;
-			struct row row;
-			double area = (double)m.area / m.heads;
-
-			memset(&job, 0, sizeof job);
-			job.mask = &m;
-			job.shape.sq = job.shape.sk = m.sq;
-			job.shape.batch = 1;
-			job.shape.hq = hq;
-			job.shape.hkv = hkv;
-			job.shape.hd = hd;
-			job.shape.dtype = strcmp(dtype, "fp16") == 0 ? DT_FP16 : DT_BF16;
-			job.shape.scale = 1.0 / sqrt((double)hd);
 			job.pass = passes[j];
-			job.ulysses = U;
-			job.ring = R;
-			job.warmup = warmup;
-			job.iters = iters;
-			job.check = check;
-			job.seed = seed;
-			memset(&res, 0, sizeof res);
-			res.status = CP_ERROR;
-			if (strat[i]->run(&env, &job, &res) != 0 && res.status == CP_OK)
-				res.status = CP_ERROR;
-			if (res.status == CP_WRONG || res.status == CP_ERROR)
+			if (bench(&env, strat[i], &job))
 				exitcode = EXIT_WRONG;
-			if (rank != 0)
-				continue;
-			if (res.status != CP_OK && (verbose || res.status != CP_UNSUPPORTED))
-				fprintf(stderr, "cpbench: %s %s %s: %s%s%s\n", strat[i]->name, m.pattern,
-				    passes[j] == PASS_FWD ? "fwd" : "bwd", status_name(res.status),
-				    res.why[0] ? ": " : "", res.why);
-			if (verbose && check && res.status != CP_UNSUPPORTED)
-				fprintf(stderr, "cpbench: %s %s %s: rel err o %.3g lse %.3g dq %.3g "
-				    "dk %.3g dv %.3g\n", strat[i]->name, m.pattern,
-				    passes[j] == PASS_FWD ? "fwd" : "bwd", res.err[0], res.err[1],
-				    res.err[2], res.err[3], res.err[4]);
-			memset(&row, 0, sizeof row);
-			row.tool = "cpbench";
-			row.kernel = strat[i]->name;
-			row.mask = m.pattern;
-			row.sq = row.sk = m.sq;
-			row.area = area;
-			row.batch = 1;
-			row.hq = hq;
-			row.hkv = hkv;
-			row.hd = hd;
-			row.dtype = dtype;
-			row.pass = passes[j] == PASS_FWD ? "fwd" : "bwd";
-			row.world = b.size;
-			row.ulysses = res.ulysses;
-			row.ring = res.ring;
-			row.status = status_name(res.status);
-			row.iters = iters;
-			row.ms_median = res.ms_median;
-			row.ms_min = res.ms_min;
-			row.ms_max = res.ms_max;
-			if (res.ms_median > 0)
-				row.tflops = tsv_flops(area, hq, hd, 1, passes[j] == PASS_BWD) /
-				    b.size / (res.ms_median * 1e-3) / 1e12;
-			row.mem_gib = res.mem_bytes / (1024.0 * 1024 * 1024);
-			row.device = device_name(backend);
-			row.host = b.host;
-			row.commit = build_commit();
-			row.seed = seed;
-			tsv_row(stdout, &row);
-			fflush(stdout);
 		}
 	comm_free(world);
 	boot_fini(&b);
 	mask_free(&m);
-	if (rank == 0)
+	if (b.rank == 0)
 		close_stdout();
 	return exitcode;
 }
