@@ -46,15 +46,8 @@ int mask_add(struct mask *m, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int
 		return -1;
 	if (q0 == q1 || k0 == k1)
 		return 0;
-	if (m->nslices == m->cap) {
-		size_t cap = m->cap ? 2 * m->cap : 64;
-		struct mask_slice *s;
-		if (cap > SIZE_MAX / sizeof *s ||
-		    (s = realloc(m->slices, cap * sizeof *s)) == NULL)
-			return -1;
-		m->slices = s;
-		m->cap = cap;
-	}
+	if (mask_grow(&m->slices, &m->cap, m->nslices, sizeof *m->slices) != 0)
+		return -1;
 	m->slices[m->nslices++] = (struct mask_slice){ q0, q1, k0, k1, kind };
 	return 0;
 }

@@ -4,6 +4,7 @@
 #define MASK_PRIV_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "mask.h"
 
 /* Row q of slice s (q0 <= q < q1) allows k in [mask_row_lo, mask_row_hi);
@@ -73,6 +74,29 @@ static inline uint64_t mask_bits64(const uint8_t *bits, uint64_t nbits, uint64_t
 	if (nbits - n < 64)
 		w &= ((uint64_t)1 << (nbits - n)) - 1;
 	return w;
+}
+
+/* Grows the array *pp (capacity *cap items of size sz, doubling) to hold
+ * at least n+1 items: 0, or -1 with *pp untouched when memory or size_t
+ * runs out. */
+static inline int mask_grow(void *pp, size_t *cap, size_t n, size_t sz)
+{
+	void **p = pp, *q;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? *cap : 256;
+	while (c <= n) {
+		if (c > SIZE_MAX / 4)
+			return -1;
+		c *= 2;
+	}
+	if (c > SIZE_MAX / sz || (q = realloc(*p, c * sz)) == NULL)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
 }
 
 /* Formats a message into err (when there is room) and returns -1, so that

@@ -41,30 +41,9 @@ struct pb {
 	int oom;
 };
 
-/* grow *pp to hold at least n+1 items of size sz */
-static int grow(void *pp, size_t *cap, size_t n, size_t sz)
-{
-	void **p = pp, *q;
-	size_t c;
-
-	if (n < *cap)
-		return 0;
-	c = *cap ? *cap : 256;
-	while (c <= n) {
-		if (c > SIZE_MAX / 4)
-			return -1;
-		c *= 2;
-	}
-	if (c > SIZE_MAX / sz || (q = realloc(*p, c * sz)) == NULL)
-		return -1;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 static void add_piece(struct pb *b, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
 {
-	if (grow(&b->pc, &b->cappc, b->npc, sizeof *b->pc) != 0) {
+	if (mask_grow(&b->pc, &b->cappc, b->npc, sizeof *b->pc) != 0) {
 		b->oom = 1;
 		return;
 	}
@@ -73,7 +52,7 @@ static void add_piece(struct pb *b, int64_t q0, int64_t q1, int64_t k0, int64_t 
 
 static void add_ev(struct pb *b, int64_t tile, int type, int32_t pi, uint64_t amount)
 {
-	if (grow(&b->ev, &b->capev, b->nev, sizeof *b->ev) != 0) {
+	if (mask_grow(&b->ev, &b->capev, b->nev, sizeof *b->ev) != 0) {
 		b->oom = 1;
 		return;
 	}
@@ -158,7 +137,8 @@ static struct plan_ent *new_ent(struct pb *b)
 {
 	struct plan *p = b->p;
 
-	if (p->nent == INT32_MAX || grow(&p->ent, &b->capent, (size_t)p->nent, sizeof *p->ent) != 0) {
+	if (p->nent == INT32_MAX ||
+	    mask_grow(&p->ent, &b->capent, (size_t)p->nent, sizeof *p->ent) != 0) {
 		b->oom = 1;
 		return NULL;
 	}
@@ -207,7 +187,7 @@ static void emit_partial(struct pb *b, int64_t t, size_t n, uint64_t area)
 		cut0 = p->ent[p->nent - 1].cut0;
 	} else {
 		if ((size_t)p->ncut + n > INT32_MAX ||
-		    grow(&p->cut, &b->capcut, (size_t)p->ncut + n, sizeof *p->cut) != 0) {
+		    mask_grow(&p->cut, &b->capcut, (size_t)p->ncut + n, sizeof *p->cut) != 0) {
 			b->oom = 1;
 			return;
 		}

@@ -21,15 +21,9 @@ struct tp {
 
 static void put(struct tp *w, int32_t row, int32_t t0, int32_t t1, int32_t cut0, int32_t ncut)
 {
-	if (w->n == w->cap) {
-		size_t c = w->cap ? 2 * w->cap : 1024;
-		struct tent *x = c > SIZE_MAX / sizeof *x ? NULL : realloc(w->t, c * sizeof *x);
-		if (x == NULL) {
-			w->oom = 1;
-			return;
-		}
-		w->t = x;
-		w->cap = c;
+	if (mask_grow(&w->t, &w->cap, w->n, sizeof *w->t) != 0) {
+		w->oom = 1;
+		return;
 	}
 	w->t[w->n++] = (struct tent){ row, { t0, t1, cut0, ncut } };
 }
