@@ -123,7 +123,7 @@ static void keep_row(struct mask *m, struct gen *g, int h, int64_t i, int64_t *p
 	}
 }
 
-static int fill(struct mask *m, const struct pattern_args *a, int heads, double ratio)
+static void fill(struct mask *m, const struct pattern_args *a, double ratio)
 {
 	int64_t keep = llround(ratio * (double)m->nkb), *perm;
 	uint64_t *w = xmalloc((size_t)(m->nkb + 63) / 64 * sizeof *w);
@@ -136,13 +136,12 @@ static int fill(struct mask *m, const struct pattern_args *a, int heads, double 
 		perm[j] = j;
 	g = (struct gen){ *a->rng, 0, 0 };
 
-	for (int h = 0; h < heads; h++)
+	for (int h = 0; h < m->heads; h++)
 		for (int64_t i = 0; i < m->nqb; i++)
 			keep_row(m, &g, h, i, perm, w, m->nkb, keep);
 	*a->rng = g.r;
 	free(perm);
 	free(w);
-	return 0;
 }
 
 static int heads_arg(const struct pattern_args *a, const char *name, int *h, char *err, size_t errlen)
@@ -183,7 +182,7 @@ int pat_block_sparse_uniform(struct mask *m, const struct pattern_args *a, char 
 		return -1;
 	}
 	free(bd);
-	fill(m, a, heads, ratio);
+	fill(m, a, ratio);
 	return pat_finish(m, err, errlen);
 }
 
@@ -234,6 +233,6 @@ int pat_block_sparse_variable(struct mask *m, const struct pattern_args *a, char
 		snprintf(err, errlen, "block_sparse_variable: out of memory");
 		return -1;
 	}
-	fill(m, a, heads, ratio);
+	fill(m, a, ratio);
 	return pat_finish(m, err, errlen);
 }

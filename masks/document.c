@@ -15,49 +15,45 @@ static void doc_params(struct mask *m, const struct pattern_args *a)
 		pat_param(m, "dist=file");
 }
 
-int pat_full_document(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
+/* Starts m as one slice of the given kind per document: the diagonal that
+ * the simple document patterns share before what they add under it. */
+static void diagonal(struct mask *m, const struct pattern_args *a, const char *name, int kind)
 {
 	int64_t s = 0;
 
-	mask_init(m, a->s, a->s, "full_document", "");
+	mask_init(m, a->s, a->s, name, "");
 	doc_params(m, a);
 	for (size_t d = 0; d < a->nlens; s += a->lens[d++])
-		mask_add(m, s, s + a->lens[d], s, s + a->lens[d], MASK_FULL);
+		mask_add(m, s, s + a->lens[d], s, s + a->lens[d], kind);
+}
+
+int pat_full_document(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
+{
+	diagonal(m, a, "full_document", MASK_FULL);
 	return pat_finish(m, err, errlen);
 }
 
 int pat_causal_document(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t s = 0;
-
-	mask_init(m, a->s, a->s, "causal_document", "");
-	doc_params(m, a);
-	for (size_t d = 0; d < a->nlens; s += a->lens[d++])
-		mask_add(m, s, s + a->lens[d], s, s + a->lens[d], MASK_CAUSAL);
+	diagonal(m, a, "causal_document", MASK_CAUSAL);
 	return pat_finish(m, err, errlen);
 }
 
 /* Every later document sees all of document 0: one full slice under it. */
 int pat_share_question(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t s = 0, q = a->lens[0];
+	int64_t q = a->lens[0];
 
-	mask_init(m, a->s, a->s, "share_question", "");
-	doc_params(m, a);
-	for (size_t d = 0; d < a->nlens; s += a->lens[d++])
-		mask_add(m, s, s + a->lens[d], s, s + a->lens[d], MASK_CAUSAL);
+	diagonal(m, a, "share_question", MASK_CAUSAL);
 	mask_add(m, q, a->s, 0, q, MASK_FULL);
 	return pat_finish(m, err, errlen);
 }
 
 int pat_causal_blockwise(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t s = 0, last = a->s - a->lens[a->nlens - 1];
+	int64_t last = a->s - a->lens[a->nlens - 1];
 
-	mask_init(m, a->s, a->s, "causal_blockwise", "");
-	doc_params(m, a);
-	for (size_t d = 0; d < a->nlens; s += a->lens[d++])
-		mask_add(m, s, s + a->lens[d], s, s + a->lens[d], MASK_CAUSAL);
+	diagonal(m, a, "causal_blockwise", MASK_CAUSAL);
 	mask_add(m, last, a->s, 0, last, MASK_FULL);
 	return pat_finish(m, err, errlen);
 }

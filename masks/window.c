@@ -4,41 +4,39 @@
 
 #include "pattern.h"
 
-static int window_arg(const struct pattern_args *a, const char *name, int64_t *w, char *err, size_t errlen)
+static int window_ok(const char *name, int64_t w, int64_t s, char *err, size_t errlen)
 {
-	*w = a->window;
-	if (*w == PAT_UNSET)
-		*w = a->s > 1024 ? 1024 : a->s - 1;
-	if (*w < 0 || *w > a->s) {
-		snprintf(err, errlen, "%s: window %lld is larger than the sequence (%lld)", name,
-		    (long long)*w, (long long)a->s);
+	if (w >= 0 && w <= s)
+		return 0;
+	snprintf(err, errlen, "%s: window %lld is larger than the sequence (%lld)", name,
+	    (long long)w, (long long)s);
+	return -1;
+}
+
+/* -w <= k - q <= w, or only its causal half -w <= k - q <= 0. */
+static int sliding(struct mask *m, const struct pattern_args *a, const char *name, int causal,
+                   char *err, size_t errlen)
+{
+	int64_t w = a->window;
+
+	if (w == PAT_UNSET)
+		w = a->s > 1024 ? 1024 : a->s - 1;
+	if (window_ok(name, w, a->s, err, errlen) == -1)
 		return -1;
-	}
-	return 0;
+	mask_init(m, a->s, a->s, name, "");
+	pat_param(m, "w=%lld", (long long)w);
+	pat_band(m, 0, a->s, -w, causal ? 0 : w);
+	return pat_finish(m, err, errlen);
 }
 
 int pat_sliding_window(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t w;
-
-	if (window_arg(a, "sliding_window", &w, err, errlen) == -1)
-		return -1;
-	mask_init(m, a->s, a->s, "sliding_window", "");
-	pat_param(m, "w=%lld", (long long)w);
-	pat_band(m, 0, a->s, -w, w);
-	return pat_finish(m, err, errlen);
+	return sliding(m, a, "sliding_window", 0, err, errlen);
 }
 
 int pat_sliding_window_causal(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
-	int64_t w;
-
-	if (window_arg(a, "sliding_window_causal", &w, err, errlen) == -1)
-		return -1;
-	mask_init(m, a->s, a->s, "sliding_window_causal", "");
-	pat_param(m, "w=%lld", (long long)w);
-	pat_band(m, 0, a->s, -w, 0);
-	return pat_finish(m, err, errlen);
+	return sliding(m, a, "sliding_window_causal", 1, err, errlen);
 }
 
 /* |q-k| <= w or q < g or k < g, exactly (the FlashMask and Flex definition).
@@ -52,11 +50,8 @@ int pat_global_sliding_window(struct mask *m, const struct pattern_args *a, char
 		w = rng_range(a->rng, 1, s / 3 - 1 > 1 ? s / 3 - 1 : 1);
 	if (g == PAT_UNSET)
 		g = 2 * w < s ? 2 * w : s;
-	if (w < 0 || w > s) {
-		snprintf(err, errlen, "global_sliding_window: window %lld is larger than the sequence (%lld)",
-		    (long long)w, (long long)s);
+	if (window_ok("global_sliding_window", w, s, err, errlen) == -1)
 		return -1;
-	}
 	if (g < 0 || g > s) {
 		snprintf(err, errlen, "global_sliding_window: %lld global tokens exceed the sequence (%lld)",
 		    (long long)g, (long long)s);
