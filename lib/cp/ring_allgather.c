@@ -94,6 +94,38 @@ static struct attn_io gathered(struct cp_run *r, struct rag *a, int g)
 	return io;
 }
 
+/* ... and the query side: whole tensors with one group, else group g's
+ * heads picked into buffers of their own (o, dout and lse are inputs only
+ * to the backward pass). */
+static struct attn_io group_io(struct cp_run *r, struct rag *a, int g, int bwd)
+{
+	struct attn_io io = gathered(r, a, g);
+	size_t c = r->c, rows = (size_t)r->b * c;
+
+	io.q = r->q;
+	io.o = r->o;
+	io.lse = r->lse;
+	if (bwd) {
+		io.dout = r->dout;
+		io.dq = r->dq;
+	}
+	if (a->G == 1)
+		return io;
+	pick(r, a->qg, r->q, r->hq, a->hqg, g, rows, 0);
+	io.q = a->qg;
+	io.o = a->og;
+	io.lse = a->lseg;
+	if (bwd) {
+		pick(r, a->og, r->o, r->hq, a->hqg, g, rows, 0);
+		pick(r, a->doutg, r->dout, r->hq, a->hqg, g, rows, 0);
+		ops_copy2d(&r->x, a->lseg, a->hqg * c * 4, r->lse + (size_t)g * a->hqg * c,
+		           r->hq * c * 4, a->hqg * c * 4, r->b, 0);
+		io.dout = a->doutg;
+		io.dq = a->dqg;
+	}
+	return io;
+}
+
 static void fork2(struct ops *x)
 {
 	ops_record(x, EV_F, 0);
@@ -114,18 +146,9 @@ static int rag_fwd(struct cp_run *r)
 	fork2(&r->x);
 	gather(r, a, 0);
 	for (int g = 0; g < a->G; g++) {
-		struct attn_io io = gathered(r, a, g);
+		struct attn_io io = group_io(r, a, g, 0);
 		size_t rows = (size_t)r->b * r->c;
 
-		io.q = r->q;
-		io.o = r->o;
-		io.lse = r->lse;
-		if (a->G > 1) {
-			pick(r, a->qg, r->q, r->hq, a->hqg, g, rows, 0);
-			io.q = a->qg;
-			io.o = a->og;
-			io.lse = a->lseg;
-		}
 		if (a->kst == NULL) {
 			ops_zero(&r->x, io.o, a->nqg * r->es, 0);
 			ops_fill(&r->x, io.lse, -INFINITY, a->nlg, 0);
@@ -153,25 +176,8 @@ static int rag_bwd(struct cp_run *r)
 	fork2(&r->x);
 	gather(r, a, 0);
 	for (int g = 0; g < a->G; g++) {
-		struct attn_io io = gathered(r, a, g);
+		struct attn_io io = group_io(r, a, g, 1);
 
-		io.q = r->q;
-		io.o = r->o;
-		io.lse = r->lse;
-		io.dout = r->dout;
-		io.dq = r->dq;
-		if (a->G > 1) {
-			pick(r, a->qg, r->q, r->hq, a->hqg, g, rows, 0);
-			pick(r, a->og, r->o, r->hq, a->hqg, g, rows, 0);
-			pick(r, a->doutg, r->dout, r->hq, a->hqg, g, rows, 0);
-			ops_copy2d(&r->x, a->lseg, a->hqg * c * 4, r->lse + (size_t)g * a->hqg * c,
-			           r->hq * c * 4, a->hqg * c * 4, r->b, 0);
-			io.q = a->qg;
-			io.o = a->og;
-			io.lse = a->lseg;
-			io.dout = a->doutg;
-			io.dq = a->dqg;
-		}
 		io.dk = a->dkf;
 		io.dv = (char *)a->dkf + a->nK * r->es;
 		if (a->kst == NULL) {
