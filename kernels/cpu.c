@@ -1,14 +1,12 @@
 /* The CPU kernel: the fp64 reference (lib/ref.c) behind the dtype buffers
  * of kernel.h.  Inputs are widened to double, the reference runs threaded
  * over the plan, outputs are rounded back; so the math exists once. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "half.h"
 #include "ref.h"
-#include "util.h"
 
 /* Larger head dims are unsupported by design, as in every GPU kernel here;
  * it also gives the tests an `unsupported` row that needs no GPU. */
@@ -17,9 +15,7 @@
 struct cpu {
 	struct ref ref;
 	struct attn_shape s;
-	size_t nq, nk, nl;         /* elements of q-side, kv-side, lse */
-	double *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv;
-	size_t bytes;
+	struct ref_bufs x;
 	double fault;              /* LONGATTN_FAULT=cpu: scale outputs by this */
 };
 
@@ -48,21 +44,8 @@ static int cpu_init(void **st, const struct attn_shape *s, const struct mask *m,
 		return KERN_ERR;
 	}
 	c->s = *s;
-	c->nq = (size_t)s->batch * s->sq * s->hq * s->hd;
-	c->nk = (size_t)s->batch * s->sk * s->hkv * s->hd;
-	c->nl = (size_t)s->batch * s->hq * s->sq;
-	c->q = malloc(c->nq * sizeof(double));
-	c->o = malloc(c->nq * sizeof(double));
-	c->dout = malloc(c->nq * sizeof(double));
-	c->dq = malloc(c->nq * sizeof(double));
-	c->k = malloc(c->nk * sizeof(double));
-	c->v = malloc(c->nk * sizeof(double));
-	c->dk = malloc(c->nk * sizeof(double));
-	c->dv = malloc(c->nk * sizeof(double));
-	c->lse = malloc(c->nl * sizeof(double));
-	c->bytes = (4 * c->nq + 4 * c->nk + c->nl) * sizeof(double);
 	c->fault = f != NULL && strcmp(f, "cpu") == 0 ? 1.05 : 1.0;
-	if (!c->q || !c->o || !c->dout || !c->dq || !c->k || !c->v || !c->dk || !c->dv || !c->lse) {
+	if (ref_bufs_alloc(&c->x, s) != 0) {
 		cpu_fini(c);
 		return KERN_OOM;
 	}
@@ -70,10 +53,11 @@ static int cpu_init(void **st, const struct attn_shape *s, const struct mask *m,
 	return KERN_OK;
 }
 
-static void lse_load(double *d, const float *s, size_t n)
+static void load_qkv(struct cpu *c, const struct attn_io *io)
 {
-	for (size_t i = 0; i < n; i++)
-		d[i] = s[i];
+	half_load(c->s.dtype, io->q, c->x.q, c->x.nq);
+	half_load(c->s.dtype, io->k, c->x.k, c->x.nk);
+	half_load(c->s.dtype, io->v, c->x.v, c->x.nk);
 }
 
 static void store(const struct cpu *c, void *dst, double *src, size_t n)
@@ -87,31 +71,30 @@ static void store(const struct cpu *c, void *dst, double *src, size_t n)
 static int cpu_fwd(void *st, const struct attn_io *io)
 {
 	struct cpu *c = st;
+	struct ref_bufs *x = &c->x;
 
-	half_load(c->s.dtype, io->q, c->q, c->nq);
-	half_load(c->s.dtype, io->k, c->k, c->nk);
-	half_load(c->s.dtype, io->v, c->v, c->nk);
-	ref_fwd(&c->ref, &c->s, c->q, c->k, c->v, c->o, c->lse);
-	store(c, io->o, c->o, c->nq);
-	for (size_t i = 0; i < c->nl; i++)
-		io->lse[i] = (float)c->lse[i];
+	load_qkv(c, io);
+	ref_fwd(&c->ref, &c->s, x->q, x->k, x->v, x->o, x->lse);
+	store(c, io->o, x->o, x->nq);
+	for (size_t i = 0; i < x->nl; i++)
+		io->lse[i] = (float)x->lse[i];
 	return KERN_OK;
 }
 
 static int cpu_bwd(void *st, const struct attn_io *io)
 {
 	struct cpu *c = st;
+	struct ref_bufs *x = &c->x;
 
-	half_load(c->s.dtype, io->q, c->q, c->nq);
-	half_load(c->s.dtype, io->k, c->k, c->nk);
-	half_load(c->s.dtype, io->v, c->v, c->nk);
-	half_load(c->s.dtype, io->o, c->o, c->nq);
-	half_load(c->s.dtype, io->dout, c->dout, c->nq);
-	lse_load(c->lse, io->lse, c->nl);
-	ref_bwd(&c->ref, &c->s, c->q, c->k, c->v, c->o, c->lse, c->dout, c->dq, c->dk, c->dv);
-	store(c, io->dq, c->dq, c->nq);
-	store(c, io->dk, c->dk, c->nk);
-	store(c, io->dv, c->dv, c->nk);
+	load_qkv(c, io);
+	half_load(c->s.dtype, io->o, x->o, x->nq);
+	half_load(c->s.dtype, io->dout, x->dout, x->nq);
+	for (size_t i = 0; i < x->nl; i++)
+		x->lse[i] = io->lse[i];
+	ref_bwd(&c->ref, &c->s, x->q, x->k, x->v, x->o, x->lse, x->dout, x->dq, x->dk, x->dv);
+	store(c, io->dq, x->dq, x->nq);
+	store(c, io->dk, x->dk, x->nk);
+	store(c, io->dv, x->dv, x->nk);
 	return KERN_OK;
 }
 
@@ -122,14 +105,15 @@ static void cpu_fini(void *st)
 	if (c == NULL)
 		return;
 	ref_free(&c->ref);
-	free(c->q); free(c->k); free(c->v); free(c->o); free(c->lse);
-	free(c->dout); free(c->dq); free(c->dk); free(c->dv);
+	ref_bufs_free(&c->x);
 	free(c);
 }
 
 size_t cpu_workspace(const void *st)
 {
-	return st != NULL ? ((const struct cpu *)st)->bytes : 0;
+	const struct cpu *c = st;
+
+	return c != NULL ? (4 * c->x.nq + 4 * c->x.nk + c->x.nl) * sizeof(double) : 0;
 }
 
 const struct kern_ops kern_cpu = {

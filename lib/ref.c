@@ -203,66 +203,99 @@ static void apply_mask(double *s, int nq, int nk, int64_t q0, int64_t k0,
 	}
 }
 
+/* Rows of the tile at x0 in a sequence of n: T, or what is left at the end. */
+static int tile_len(int64_t n, int64_t x0)
+{
+	return (int)(n - x0 < T ? n - x0 : T);
+}
+
+/* A q-tile item of the forward plan (fwd and dq): q-head h of batch b at
+ * rows q0..q0+nq, row its plan row, kb and vb its kv-head's keys. */
+struct qitem {
+	int64_t b, h, q0, qoff, qstride, kstride;
+	int nq;
+	int32_t row;
+	const double *kb, *vb;
+};
+
+static struct qitem qitem(const struct job *j, int64_t it)
+{
+	const struct attn_shape *s = j->s;
+	const struct plan *p = &j->r->fw;
+	int64_t qt = it % p->nqt, h = it / p->nqt % s->hq, b = it / p->nqt / s->hq;
+	int64_t kv = (b * s->sk * s->hkv + h / (s->hq / s->hkv)) * s->hd;
+	struct qitem x = {
+		.b = b, .h = h, .q0 = qt * p->bq, .qoff = (b * s->sq * s->hq + h) * s->hd,
+		.qstride = (int64_t)s->hq * s->hd, .kstride = (int64_t)s->hkv * s->hd,
+		.nq = tile_len(s->sq, qt * p->bq),
+		.row = (int32_t)(h / (s->hq / p->heads) * p->nqt + qt),
+		.kb = j->k + kv, .vb = j->v + kv,
+	};
+	return x;
+}
+
 /* ---- forward ------------------------------------------------------------- */
+
+/* Fold one k-tile's scores (w->s, nk columns; v rows in W_VR) into the
+ * running max m, sum l and unnormalised output W_ACC of nq rows. */
+static void softmax_step(struct ws *w, int nq, int nk, int hdp)
+{
+	const double *vr = w->t[W_VR];
+
+	for (int i = 0; i < nq; i++) {
+		double *si = w->s + (size_t)i * T, mx = w->m[i], alpha;
+		double *ai = w->t[W_ACC] + (size_t)i * hdp;
+		for (int jj = 0; jj < nk; jj++)
+			if (si[jj] > mx)
+				mx = si[jj];
+		if (mx == -INFINITY)
+			continue;
+		alpha = exp(w->m[i] - mx);
+		w->l[i] *= alpha;
+		for (int d = 0; d < hdp; d++)
+			ai[d] *= alpha;
+		for (int jj = 0; jj < nk; jj++) {
+			double pr;
+			if (si[jj] == -INFINITY)
+				continue;
+			pr = exp(si[jj] - mx);
+			w->l[i] += pr;
+			axpy(ai, pr, vr + (size_t)jj * hdp, hdp);
+		}
+		w->m[i] = mx;
+	}
+}
 
 static void fwd_item(const struct job *j, int64_t it, struct ws *w)
 {
 	const struct attn_shape *s = j->s;
 	const struct plan *p = &j->r->fw;
+	const struct qitem x = qitem(j, it);
 	int hd = s->hd, hdp = j->hdp;
-	int64_t qt = it % p->nqt, h = it / p->nqt % s->hq, b = it / p->nqt / s->hq;
-	int64_t kvh = h / (s->hq / s->hkv), mh = h / (s->hq / p->heads);
-	int64_t q0 = qt * p->bq, nq = s->sq - q0 < T ? s->sq - q0 : T;
-	int64_t qstride = (int64_t)s->hq * hd, kstride = (int64_t)s->hkv * hd;
-	const double *qb = j->q + b * s->sq * qstride + h * hd;
-	const double *kb = j->k + b * s->sk * kstride + kvh * hd;
-	const double *vb = j->v + b * s->sk * kstride + kvh * hd;
-	double *qa = w->t[W_QA], *kT = w->t[W_KT], *vr = w->t[W_VR], *acc = w->t[W_ACC];
-	int32_t r = (int32_t)(mh * p->nqt + qt);
+	double *acc = w->t[W_ACC];
 
-	load_rows(qa, qb, q0, (int)nq, qstride, hd, hdp);
+	load_rows(w->t[W_QA], j->q + x.qoff, x.q0, x.nq, x.qstride, hd, hdp);
 	memset(acc, 0, (size_t)T * hdp * sizeof *acc);
-	for (int i = 0; i < nq; i++) {
+	for (int i = 0; i < x.nq; i++) {
 		w->m[i] = -INFINITY;
 		w->l[i] = 0;
 	}
-	for (int32_t e = p->row[r]; e < p->row[r + 1]; e++) {
+	for (int32_t e = p->row[x.row]; e < p->row[x.row + 1]; e++) {
 		const struct plan_ent *en = &p->ent[e];
 		for (int32_t kt = en->t0; kt < en->t1; kt++) {
 			int64_t k0 = (int64_t)kt * p->bk;
-			int nk = (int)(s->sk - k0 < T ? s->sk - k0 : T);
-			load_cols(kT, kb, k0, nk, kstride, hd);
-			load_rows(vr, vb, k0, nk, kstride, hd, hdp);
-			dots(w->s, qa, (int)nq, kT, hd, hdp, s->scale);
-			apply_mask(w->s, (int)nq, nk, q0, k0, p, en);
-			for (int i = 0; i < nq; i++) {
-				double *si = w->s + (size_t)i * T, mx = w->m[i], alpha;
-				double *ai = acc + (size_t)i * hdp;
-				for (int jj = 0; jj < nk; jj++)
-					if (si[jj] > mx)
-						mx = si[jj];
-				if (mx == -INFINITY)
-					continue;
-				alpha = exp(w->m[i] - mx);
-				w->l[i] *= alpha;
-				for (int d = 0; d < hdp; d++)
-					ai[d] *= alpha;
-				for (int jj = 0; jj < nk; jj++) {
-					double pr;
-					if (si[jj] == -INFINITY)
-						continue;
-					pr = exp(si[jj] - mx);
-					w->l[i] += pr;
-					axpy(ai, pr, vr + (size_t)jj * hdp, hdp);
-				}
-				w->m[i] = mx;
-			}
+			int nk = tile_len(s->sk, k0);
+			load_cols(w->t[W_KT], x.kb, k0, nk, x.kstride, hd);
+			load_rows(w->t[W_VR], x.vb, k0, nk, x.kstride, hd, hdp);
+			dots(w->s, w->t[W_QA], x.nq, w->t[W_KT], hd, hdp, s->scale);
+			apply_mask(w->s, x.nq, nk, x.q0, k0, p, en);
+			softmax_step(w, x.nq, nk, hdp);
 		}
 	}
-	for (int i = 0; i < nq; i++) {
-		double *oi = j->O + b * s->sq * qstride + (q0 + i) * qstride + h * hd;
+	for (int i = 0; i < x.nq; i++) {
+		double *oi = j->O + x.qoff + (x.q0 + i) * x.qstride;
 		double l = w->l[i];
-		j->LSE[(b * s->hq + h) * s->sq + q0 + i] = l > 0 ? w->m[i] + log(l) : -INFINITY;
+		j->LSE[(x.b * s->hq + x.h) * s->sq + x.q0 + i] = l > 0 ? w->m[i] + log(l) : -INFINITY;
 		for (int d = 0; d < hd; d++)
 			oi[d] = l > 0 ? acc[(size_t)i * hdp + d] / l : 0;
 	}
@@ -337,28 +370,22 @@ static void dq_item(const struct job *j, int64_t it, struct ws *w)
 {
 	const struct attn_shape *s = j->s;
 	const struct plan *p = &j->r->fw;
+	const struct qitem x = qitem(j, it);
 	int hd = s->hd, hdp = j->hdp;
-	int64_t qt = it % p->nqt, h = it / p->nqt % s->hq, b = it / p->nqt / s->hq;
-	int64_t kvh = h / (s->hq / s->hkv), mh = h / (s->hq / p->heads);
-	int64_t q0 = qt * p->bq, nq = s->sq - q0 < T ? s->sq - q0 : T;
-	int64_t qstride = (int64_t)s->hq * hd, kstride = (int64_t)s->hkv * hd;
-	const double *kb = j->k + b * s->sk * kstride + kvh * hd;
-	const double *vb = j->v + b * s->sk * kstride + kvh * hd;
 	double *acc = w->t[W_ACC];
-	int32_t r = (int32_t)(mh * p->nqt + qt);
 
-	load_qside(j, w, b, h, q0, (int)nq);
+	load_qside(j, w, x.b, x.h, x.q0, x.nq);
 	memset(acc, 0, (size_t)T * hdp * sizeof *acc);
-	for (int32_t e = p->row[r]; e < p->row[r + 1]; e++) {
+	for (int32_t e = p->row[x.row]; e < p->row[x.row + 1]; e++) {
 		const struct plan_ent *en = &p->ent[e];
 		for (int32_t kt = en->t0; kt < en->t1; kt++) {
 			int64_t k0 = (int64_t)kt * p->bk;
-			int nk = (int)(s->sk - k0 < T ? s->sk - k0 : T);
-			load_cols(w->t[W_KT], kb, k0, nk, kstride, hd);
-			load_cols(w->t[W_VT], vb, k0, nk, kstride, hd);
-			load_rows(w->t[W_KR], kb, k0, nk, kstride, hd, hdp);
-			tile_grad(j, w, (int)nq, nk, q0, k0, p, en);
-			for (int i = 0; i < nq; i++)
+			int nk = tile_len(s->sk, k0);
+			load_cols(w->t[W_KT], x.kb, k0, nk, x.kstride, hd);
+			load_cols(w->t[W_VT], x.vb, k0, nk, x.kstride, hd);
+			load_rows(w->t[W_KR], x.kb, k0, nk, x.kstride, hd, hdp);
+			tile_grad(j, w, x.nq, nk, x.q0, k0, p, en);
+			for (int i = 0; i < x.nq; i++)
 				for (int jj = 0; jj < nk; jj++) {
 					double ds = w->p[(size_t)i * T + jj];
 					if (ds != 0)
@@ -366,11 +393,28 @@ static void dq_item(const struct job *j, int64_t it, struct ws *w)
 				}
 		}
 	}
-	for (int i = 0; i < nq; i++) {
-		double *g = j->dq + b * s->sq * qstride + (q0 + i) * qstride + h * hd;
+	for (int i = 0; i < x.nq; i++) {
+		double *g = j->dq + x.qoff + (x.q0 + i) * x.qstride;
 		for (int d = 0; d < hd; d++)
 			g[d] = s->scale * acc[(size_t)i * hdp + d];
 	}
+}
+
+/* dV += P^T dO and dK += dS^T Q (unscaled) of one q-tile, into W_ACC2
+ * and W_ACC. */
+static void dkv_step(struct ws *w, int nq, int nk, int hdp)
+{
+	double *dka = w->t[W_ACC], *dva = w->t[W_ACC2];
+
+	for (int jj = 0; jj < nk; jj++)
+		for (int i = 0; i < nq; i++) {
+			double pr = w->s[(size_t)i * T + jj];
+			double ds = w->p[(size_t)i * T + jj];
+			if (pr != 0)
+				axpy(dva + (size_t)jj * hdp, pr, w->t[W_DA] + (size_t)i * hdp, hdp);
+			if (ds != 0)
+				axpy(dka + (size_t)jj * hdp, ds, w->t[W_QA] + (size_t)i * hdp, hdp);
+		}
 }
 
 /* dK and dV of one kv-head's k-tile: every q-head of its group, through the
@@ -381,40 +425,29 @@ static void dkv_item(const struct job *j, int64_t it, struct ws *w)
 	const struct plan *p = &j->r->bw, *fw = &j->r->fw;
 	int hd = s->hd, hdp = j->hdp, group = s->hq / s->hkv;
 	int64_t kt = it % p->nkt, kvh = it / p->nkt % s->hkv, b = it / p->nkt / s->hkv;
-	int64_t k0 = kt * p->bk, nk = s->sk - k0 < T ? s->sk - k0 : T;
-	int64_t kstride = (int64_t)s->hkv * hd;
-	const double *kb = j->k + b * s->sk * kstride + kvh * hd;
-	const double *vb = j->v + b * s->sk * kstride + kvh * hd;
+	int64_t k0 = kt * p->bk, kstride = (int64_t)s->hkv * hd, kv = (b * s->sk * s->hkv + kvh) * hd;
+	int nk = tile_len(s->sk, k0);
 	double *dka = w->t[W_ACC], *dva = w->t[W_ACC2];
 
-	load_cols(w->t[W_KT], kb, k0, (int)nk, kstride, hd);
-	load_cols(w->t[W_VT], vb, k0, (int)nk, kstride, hd);
+	load_cols(w->t[W_KT], j->k + kv, k0, nk, kstride, hd);
+	load_cols(w->t[W_VT], j->v + kv, k0, nk, kstride, hd);
 	memset(dka, 0, (size_t)T * hdp * sizeof *dka);
 	memset(dva, 0, (size_t)T * hdp * sizeof *dva);
 	for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
-		int64_t mh = h / (s->hq / p->heads);
-		int32_t r = (int32_t)(mh * p->nkt + kt);
+		int32_t r = (int32_t)(h / (s->hq / p->heads) * p->nkt + kt);
 		for (int32_t e = p->row[r]; e < p->row[r + 1]; e++) {
 			const struct plan_ent *en = &p->ent[e];
 			for (int32_t qt = en->t0; qt < en->t1; qt++) {
 				int64_t q0 = (int64_t)qt * fw->bq;
-				int nq = (int)(s->sq - q0 < T ? s->sq - q0 : T);
+				int nq = tile_len(s->sq, q0);
 				load_qside(j, w, b, h, q0, nq);
-				tile_grad(j, w, nq, (int)nk, q0, k0, p, en);
-				for (int jj = 0; jj < nk; jj++)
-					for (int i = 0; i < nq; i++) {
-						double pr = w->s[(size_t)i * T + jj];
-						double ds = w->p[(size_t)i * T + jj];
-						if (pr != 0)
-							axpy(dva + (size_t)jj * hdp, pr, w->t[W_DA] + (size_t)i * hdp, hdp);
-						if (ds != 0)
-							axpy(dka + (size_t)jj * hdp, ds, w->t[W_QA] + (size_t)i * hdp, hdp);
-					}
+				tile_grad(j, w, nq, nk, q0, k0, p, en);
+				dkv_step(w, nq, nk, hdp);
 			}
 		}
 	}
 	for (int jj = 0; jj < nk; jj++) {
-		int64_t off = b * s->sk * kstride + (k0 + jj) * kstride + kvh * hd;
+		int64_t off = kv + (k0 + jj) * kstride;
 		for (int d = 0; d < hd; d++) {
 			j->dk[off + d] = s->scale * dka[(size_t)jj * hdp + d];
 			j->dv[off + d] = dva[(size_t)jj * hdp + d];
@@ -438,6 +471,38 @@ void ref_bwd(const struct ref *r, const struct attn_shape *s,
 }
 
 /* ---- inputs and errors ------------------------------------------------------ */
+
+void ref_sizes(const struct attn_shape *s, size_t *nq, size_t *nk, size_t *nl)
+{
+	*nq = (size_t)s->batch * s->sq * s->hq * s->hd;
+	*nk = (size_t)s->batch * s->sk * s->hkv * s->hd;
+	*nl = (size_t)s->batch * s->hq * s->sq;
+}
+
+/* malloc, not xmalloc: the cpu kernel reports running out as an oom row. */
+int ref_bufs_alloc(struct ref_bufs *x, const struct attn_shape *s)
+{
+	/* four q-side buffers, four kv-side, lse */
+	double **p[] = { &x->q, &x->o, &x->dout, &x->dq, &x->k, &x->v, &x->dk, &x->dv, &x->lse };
+
+	memset(x, 0, sizeof *x);
+	ref_sizes(s, &x->nq, &x->nk, &x->nl);
+	for (int i = 0; i < 9; i++) {
+		size_t n = i < 4 ? x->nq : i < 8 ? x->nk : x->nl;
+		if ((*p[i] = malloc(n * sizeof(double))) == NULL) {
+			ref_bufs_free(x);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void ref_bufs_free(struct ref_bufs *x)
+{
+	free(x->q); free(x->k); free(x->v); free(x->o); free(x->lse);
+	free(x->dout); free(x->dq); free(x->dk); free(x->dv);
+	memset(x, 0, sizeof *x);
+}
 
 void ref_randn(struct rng *g, double *x, size_t n)
 {

@@ -42,6 +42,16 @@ void ref_bwd(const struct ref *r, const struct attn_shape *s,
              const double *o, const double *lse, const double *dout,
              double *dq, double *dk, double *dv);
 
+/* The double buffers of one forward and backward pass of a shape. */
+struct ref_bufs {
+	size_t nq, nk, nl;          /* elements: q-side, kv-side, lse */
+	double *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv;
+};
+void ref_sizes(const struct attn_shape *s, size_t *nq, size_t *nk, size_t *nl);
+/* -1 if memory runs out, with nothing left allocated. */
+int  ref_bufs_alloc(struct ref_bufs *x, const struct attn_shape *s);
+void ref_bufs_free(struct ref_bufs *x);
+
 /* Worker threads: $LONGATTN_THREADS if set (>= 1), else the online CPUs. */
 int ref_threads(void);
 

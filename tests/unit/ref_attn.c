@@ -14,45 +14,25 @@
 #include "tap.h"
 #include "util.h"
 
-struct io {
-	size_t nq, nk, nl;
-	double *q, *k, *v, *o, *lse, *dout, *dq, *dk, *dv;
-};
-
-static void io_alloc(struct io *x, const struct attn_shape *s, uint64_t seed)
+/* Fresh inputs from the seed; outputs start as NaN: whatever is not
+ * written fails. */
+static void io_alloc(struct ref_bufs *x, const struct attn_shape *s, uint64_t seed)
 {
 	struct rng g;
 
-	x->nq = (size_t)s->batch * s->sq * s->hq * s->hd;
-	x->nk = (size_t)s->batch * s->sk * s->hkv * s->hd;
-	x->nl = (size_t)s->batch * s->hq * s->sq;
-	x->q = xmalloc(x->nq * sizeof(double));
-	x->o = xmalloc(x->nq * sizeof(double));
-	x->dout = xmalloc(x->nq * sizeof(double));
-	x->dq = xmalloc(x->nq * sizeof(double));
-	x->k = xmalloc(x->nk * sizeof(double));
-	x->v = xmalloc(x->nk * sizeof(double));
-	x->dk = xmalloc(x->nk * sizeof(double));
-	x->dv = xmalloc(x->nk * sizeof(double));
-	x->lse = xmalloc(x->nl * sizeof(double));
+	if (ref_bufs_alloc(x, s) != 0)
+		errx(1, "no memory for the buffers");
 	rng_seed(&g, seed);
 	ref_randn(&g, x->q, x->nq);
 	ref_randn(&g, x->k, x->nk);
 	ref_randn(&g, x->v, x->nk);
 	ref_randn(&g, x->dout, x->nq);
-	/* outputs start as NaN: whatever is not written fails */
 	for (size_t i = 0; i < x->nq; i++)
 		x->o[i] = x->dq[i] = NAN;
 	for (size_t i = 0; i < x->nk; i++)
 		x->dk[i] = x->dv[i] = NAN;
 	for (size_t i = 0; i < x->nl; i++)
 		x->lse[i] = NAN;
-}
-
-static void io_free(struct io *x)
-{
-	free(x->q); free(x->k); free(x->v); free(x->o); free(x->lse);
-	free(x->dout); free(x->dq); free(x->dk); free(x->dv);
 }
 
 #define QI(s, b, i, h) ((((size_t)(b) * (s)->sq + (i)) * (s)->hq + (h)) * (s)->hd)
@@ -67,7 +47,7 @@ static double dot(const double *a, const double *b, int n)
 }
 
 /* The textbook definition, one row at a time. */
-static void dense(const struct mask *m, const struct attn_shape *s, struct io *x, int bwd)
+static void dense(const struct mask *m, const struct attn_shape *s, struct ref_bufs *x, int bwd)
 {
 	double *sc = xmalloc(s->sk * sizeof *sc);
 	int group = s->hq / s->hkv, mg = s->hq / m->heads;
@@ -133,7 +113,7 @@ static int close_to(const double *a, const double *b, size_t n, double tol, doub
 /* ref vs dense on one mask and shape: fwd, then bwd from the same o, lse. */
 static void against_dense(const char *name, const struct mask *m, struct attn_shape s)
 {
-	struct io a, b;
+	struct ref_bufs a, b;
 	struct ref r;
 	char err[256];
 	double worst = 0;
@@ -157,8 +137,8 @@ static void against_dense(const char *name, const struct mask *m, struct attn_sh
 	    close_to(a.dv, b.dv, a.nk, 1e-12, &worst);
 	ok(okf && okb, "ref = dense: %s sq=%lld sk=%lld b=%d h=%d:%d d=%d mask heads %d (worst rel err %.2g)",
 	    name, (long long)s.sq, (long long)s.sk, s.batch, s.hq, s.hkv, s.hd, m->heads, worst);
-	io_free(&a);
-	io_free(&b);
+	ref_bufs_free(&a);
+	ref_bufs_free(&b);
 	ref_free(&r);
 }
 
@@ -216,7 +196,7 @@ static int build(const struct pattern *p, int64_t S, struct mask *m, char *err, 
 static void finite_diff(const struct mask *m)
 {
 	struct attn_shape s = { .sq = m->sq, .sk = m->sk, .batch = 1, .hq = 4, .hkv = 2, .hd = 8 };
-	struct io x;
+	struct ref_bufs x;
 	struct ref r;
 	char err[256];
 	double *o2 = NULL, *l2 = NULL, h = 1e-5, worst = 0;
@@ -255,7 +235,7 @@ static void finite_diff(const struct mask *m)
 	ok(good, "finite differences match dq, dk, dv (%s, worst abs diff %.2g)", m->pattern, worst);
 	free(o2);
 	free(l2);
-	io_free(&x);
+	ref_bufs_free(&x);
 	ref_free(&r);
 }
 
@@ -264,7 +244,7 @@ static void cpu_kernel(const struct mask *m, int dtype)
 {
 	struct attn_shape s = { .sq = m->sq, .sk = m->sk, .batch = 2, .hq = 4, .hkv = 1, .hd = 32,
 	                        .dtype = dtype };
-	struct io x;
+	struct ref_bufs x;
 	struct ref r;
 	struct attn_io io = { 0 };
 	void *st = NULL;
@@ -310,7 +290,7 @@ static void cpu_kernel(const struct mask *m, int dtype)
 	ok(eo > 0 && eo < (dtype == DT_FP16 ? 2e-3 : 1e-2), "cpu error is rounding-sized (%.2g)", eo);
 	kern_cpu.fini(st);
 	ref_free(&r);
-	io_free(&x);
+	ref_bufs_free(&x);
 	free(hq); free(hk); free(hv); free(hdo); free(ho); free(hdq); free(hdk); free(hdv);
 	free(lse); free(t);
 }
@@ -319,7 +299,7 @@ static void cpu_kernel(const struct mask *m, int dtype)
 static void threads(const struct mask *m)
 {
 	struct attn_shape s = { .sq = m->sq, .sk = m->sk, .batch = 1, .hq = 6, .hkv = 3, .hd = 16 };
-	struct io a, b;
+	struct ref_bufs a, b;
 	struct ref r;
 	char err[256];
 
@@ -336,8 +316,8 @@ static void threads(const struct mask *m)
 	ok(memcmp(a.o, b.o, a.nq * 8) == 0 && memcmp(a.dq, b.dq, a.nq * 8) == 0 &&
 	    memcmp(a.dk, b.dk, a.nk * 8) == 0 && memcmp(a.dv, b.dv, a.nk * 8) == 0,
 	    "1 and 7 threads give identical bits");
-	io_free(&a);
-	io_free(&b);
+	ref_bufs_free(&a);
+	ref_bufs_free(&b);
 	ref_free(&r);
 }
 
@@ -378,7 +358,7 @@ int main(void)
 		ok(0, "cross mask: %s", err);
 	} else {
 		struct attn_shape s = gqa;
-		struct io x;
+		struct ref_bufs x;
 		struct ref r;
 		int empty = 1;
 		s.sq = 130; s.sk = 77; s.scale = 1.0 / sqrt(s.hd);
@@ -392,7 +372,7 @@ int main(void)
 				empty &= x.lse[i] == -INFINITY && x.o[QI(&s, 0, i, 0) + d] == 0 &&
 				    x.dq[QI(&s, 1, i, 3) + d] == 0;
 		ok(empty, "rows that allow nothing: lse -inf, o = 0, dq = 0");
-		io_free(&x);
+		ref_bufs_free(&x);
 		ref_free(&r);
 		mask_free(&cross);
 	}
