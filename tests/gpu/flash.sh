@@ -76,15 +76,23 @@ kb() {
 	rm -f "$OUT/kb.tsv"
 }
 
-rc=0
-case $mode in
-check)
+# check and quick: a fresh flash-check.*, every pattern at 1000, odd
+# lengths at 3001, and two at 4096 for the split k-tiles
+checkmasks() {
 	: >"$OUT/flash-check.err"
 	rm -f "$OUT/flash-check.tsv"
 	allmasks 1000
 	for p in causal causal_document sliding_window block_sparse_variable; do
 		gen $p 3001 -w 300 -H 2 --min-block 32 --avg-block 300 --ratio 0.4
 	done
+	gen causal 4096
+	gen share_question 4096
+}
+
+rc=0
+case $mode in
+check)
+	checkmasks
 	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	kb "fp16 4:4 hd64" -t fp16 -H 4:4 -D 64 $M/*.1000.amask
 	kb "bf16 8:2 hd64" -t bf16 -H 8:2 -D 64 $M/causal.1000.amask $M/full_document.1000.amask \
@@ -95,19 +103,10 @@ check)
 	kb "odd fp16 4:1 hd128" -t fp16 -H 4:1 -D 128 $M/causal.3001.amask $M/sliding_window.3001.amask
 	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
 	# walks longer than 64 q-tiles are split among CTAs at this size
-	gen causal 4096
-	gen share_question 4096
 	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
 	;;
 quick)
-	: >"$OUT/flash-check.err"
-	rm -f "$OUT/flash-check.tsv"
-	allmasks 1000
-	for p in causal causal_document sliding_window block_sparse_variable; do
-		gen $p 3001 -w 300 -H 2 --min-block 32 --avg-block 300 --ratio 0.4
-	done
-	gen causal 4096
-	gen share_question 4096
+	checkmasks
 	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
 	kb "fp16 8:2 hd128" -t fp16 -H 8:2 -D 128 $M/random_eviction.1000.amask \
