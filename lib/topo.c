@@ -56,18 +56,14 @@ int topo_bind(const struct boot *b, struct topo *t, char *err, size_t errlen)
 
 int topo_report(struct boot *b, const struct topo *t, char *err, size_t errlen)
 {
-	char line[512], *all;
+	char line[512], dev[64] = "cpu", *all;
 	int r;
 
 	if (t->gpu >= 0)
-		snprintf(line, sizeof line, "rank %d/%d on %s (node %d, local %d/%d): gpu %d of %d (%s), "
-		    "numa %d, cpus %s (%s), nic %s", b->rank, b->size, b->host, b->node,
-		    b->local_rank, b->local_size, t->gpu, t->ngpus, t->bus, t->numa, t->cpus,
-		    t->how, t->nic);
-	else
-		snprintf(line, sizeof line, "rank %d/%d on %s (node %d, local %d/%d): cpu, "
-		    "numa %d, cpus %s (%s), nic %s", b->rank, b->size, b->host, b->node,
-		    b->local_rank, b->local_size, t->numa, t->cpus, t->how, t->nic);
+		snprintf(dev, sizeof dev, "gpu %d of %d (%s)", t->gpu, t->ngpus, t->bus);
+	snprintf(line, sizeof line, "rank %d/%d on %s (node %d, local %d/%d): %s, numa %d, "
+	    "cpus %s (%s), nic %s", b->rank, b->size, b->host, b->node, b->local_rank,
+	    b->local_size, dev, t->numa, t->cpus, t->how, t->nic);
 	all = xcalloc(b->size, sizeof line);
 	if (boot_allgather(b, "topo", line, all, sizeof line, err, errlen) == -1) {
 		free(all);
