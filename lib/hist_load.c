@@ -69,63 +69,85 @@ static int split_ws(char *line, char **f, int max)
 	return n;
 }
 
+/* A text input read a line at a time, for the messages' FILE:LINE. */
+struct lines {
+	FILE *fp;
+	const char *path;
+	char *line;
+	size_t cap;
+	long lineno;
+};
+
+/* The fields of the next line (as split_ws), 0 for a blank one; -1 at the
+ * end of the input; -2 with a message for binary data or a read error. */
+static int next_line(struct lines *r, char **f, int max, char *err, size_t errlen)
+{
+	ssize_t len = getline(&r->line, &r->cap, r->fp);
+
+	if (len == -1) {
+		if (!ferror(r->fp))
+			return -1;
+		snprintf(err, errlen, "%s: %s", r->path, strerror(errno));
+		return -2;
+	}
+	r->lineno++;
+	if (memchr(r->line, '\0', (size_t)len) != NULL) {
+		snprintf(err, errlen, "%s:%ld: binary data", r->path, r->lineno);
+		return -2;
+	}
+	return split_ws(r->line, f, max);
+}
+
 int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t errlen)
 {
-	char *line = NULL, *f[4];
-	size_t cap = 0, nbin = 0, alloc = 0;
-	ssize_t len;
-	long lineno = 0;
+	struct lines r = { fp, path, NULL, 0, 0 };
+	char *f[4];
+	size_t nbin = 0, alloc = 0;
 	double total = 0;
 	const char *base;
+	int nf;
 
 	memset(h, 0, sizeof *h);
 	base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	snprintf(h->name, sizeof h->name, "%s", base);
-	while ((len = getline(&line, &cap, fp)) != -1) {
+	while ((nf = next_line(&r, f, 3, err, errlen)) >= 0) {
 		int64_t lo, hi;
 		double w;
-		int nf;
 
-		lineno++;
-		if (memchr(line, '\0', (size_t)len) != NULL) {
-			snprintf(err, errlen, "%s:%ld: binary data", path, lineno);
-			goto bad;
-		}
-		nf = split_ws(line, f, 3);
 		if (nf == 0)
 			continue;
-		if (lineno == 1 && nf == 3 && strcmp(f[0], "lo") == 0 && strcmp(f[1], "hi") == 0 &&
+		if (r.lineno == 1 && nf == 3 && strcmp(f[0], "lo") == 0 && strcmp(f[1], "hi") == 0 &&
 		    strcmp(f[2], "weight") == 0)
 			continue;
 		if (nf != 3) {
-			snprintf(err, errlen, "%s:%ld: want 3 fields 'lo hi weight', got %d", path, lineno, nf > 3 ? 4 : nf);
+			snprintf(err, errlen, "%s:%ld: want 3 fields 'lo hi weight', got %d", path, r.lineno, nf > 3 ? 4 : nf);
 			goto bad;
 		}
 		if (field_int(f[0], &lo) || field_int(f[1], &hi)) {
-			snprintf(err, errlen, "%s:%ld: lo and hi must be integers", path, lineno);
+			snprintf(err, errlen, "%s:%ld: lo and hi must be integers", path, r.lineno);
 			goto bad;
 		}
 		if (field_double(f[2], &w)) {
-			snprintf(err, errlen, "%s:%ld: weight '%s' is not a number", path, lineno, f[2]);
+			snprintf(err, errlen, "%s:%ld: weight '%s' is not a number", path, r.lineno, f[2]);
 			goto bad;
 		}
 		if (lo < 0 || hi >= HIST_MAXLEN) {
-			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) out of range", path, lineno,
+			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) out of range", path, r.lineno,
 			    (long long)lo, (long long)hi);
 			goto bad;
 		}
 		if (lo >= hi) {
-			snprintf(err, errlen, "%s:%ld: lo %lld is not below hi %lld", path, lineno,
+			snprintf(err, errlen, "%s:%ld: lo %lld is not below hi %lld", path, r.lineno,
 			    (long long)lo, (long long)hi);
 			goto bad;
 		}
 		if (hi <= 1) {
-			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) holds no positive length", path, lineno,
+			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) holds no positive length", path, r.lineno,
 			    (long long)lo, (long long)hi);
 			goto bad;
 		}
 		if (w < 0) {
-			snprintf(err, errlen, "%s:%ld: negative weight %s", path, lineno, f[2]);
+			snprintf(err, errlen, "%s:%ld: negative weight %s", path, r.lineno, f[2]);
 			goto bad;
 		}
 		if (nbin == alloc) {
@@ -140,10 +162,8 @@ int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t err
 		h->cum[nbin] = total;
 		nbin++;
 	}
-	if (ferror(fp)) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if (nf == -2)
 		goto bad;
-	}
 	if (nbin == 0) {
 		snprintf(err, errlen, "%s: no bins", path);
 		goto bad;
@@ -152,11 +172,11 @@ int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t err
 		snprintf(err, errlen, "%s: weights sum to zero", path);
 		goto bad;
 	}
-	free(line);
+	free(r.line);
 	h->n = nbin;
 	return 0;
 bad:
-	free(line);
+	free(r.line);
 	hist_free(h);
 	return -1;
 }
@@ -210,50 +230,40 @@ int hist_load(struct hist *h, const char *name, char *err, size_t errlen)
 
 int hist_read_lengths(FILE *fp, const char *path, struct lens *out, char *err, size_t errlen)
 {
-	char *line = NULL, *f[2];
-	size_t cap = 0;
-	ssize_t len;
-	long lineno = 0;
+	struct lines r = { fp, path, NULL, 0, 0 };
+	char *f[2];
+	int nf;
 
-	while ((len = getline(&line, &cap, fp)) != -1) {
+	while ((nf = next_line(&r, f, 1, err, errlen)) >= 0) {
 		int64_t v;
-		int nf;
 
-		lineno++;
-		if (memchr(line, '\0', (size_t)len) != NULL) {
-			snprintf(err, errlen, "%s:%ld: binary data", path, lineno);
-			goto bad;
-		}
-		nf = split_ws(line, f, 1);
 		if (nf == 0)
 			continue;
 		if (nf > 1) {
-			snprintf(err, errlen, "%s:%ld: want one length per line", path, lineno);
+			snprintf(err, errlen, "%s:%ld: want one length per line", path, r.lineno);
 			goto bad;
 		}
-		if (lineno == 1 && strcmp(f[0], "len") == 0)
+		if (r.lineno == 1 && strcmp(f[0], "len") == 0)
 			continue;
 		if (field_int(f[0], &v)) {
-			snprintf(err, errlen, "%s:%ld: '%s' is not an integer", path, lineno, f[0]);
+			snprintf(err, errlen, "%s:%ld: '%s' is not an integer", path, r.lineno, f[0]);
 			goto bad;
 		}
 		if (v <= 0 || v >= HIST_MAXLEN) {
-			snprintf(err, errlen, "%s:%ld: length %lld out of range [1, 2^32)", path, lineno, (long long)v);
+			snprintf(err, errlen, "%s:%ld: length %lld out of range [1, 2^32)", path, r.lineno, (long long)v);
 			goto bad;
 		}
 		lens_push(out, v);
 	}
-	if (ferror(fp)) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto bad;
-	}
-	free(line);
+	free(r.line);
+	if (nf == -2)
+		return -1;
 	if (out->n == 0) {
 		snprintf(err, errlen, "%s: no lengths", path);
 		return -1;
 	}
 	return 0;
 bad:
-	free(line);
+	free(r.line);
 	return -1;
 }
