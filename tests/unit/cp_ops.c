@@ -43,6 +43,23 @@ static void layout(void)
 	}
 }
 
+/* Piece p of m, queries qr x keys kr, allows (q,k) iff m allows the pair
+ * it stands for, on every head. */
+static int agrees(const struct mask *m, const struct mask *p, int64_t qr[][2], int nq,
+                  int64_t kr[][2], int nk)
+{
+	int good = 1;
+
+	for (int h = 0; h < m->heads && good; h++)
+		for (int q = 0, qo = 0; q < nq; qo += qr[q][1] - qr[q][0], q++)
+			for (int64_t i = qr[q][0]; i < qr[q][1]; i++)
+				for (int k = 0, ko = 0; k < nk; ko += kr[k][1] - kr[k][0], k++)
+					for (int64_t j = kr[k][0]; j < kr[k][1]; j++)
+						good &= mask_allows(p, h, qo + i - qr[q][0], ko + j - kr[k][0]) ==
+						        mask_allows(m, h, i, j);
+	return good;
+}
+
 static void pieces(void)
 {
 	struct mask m, p;
@@ -57,12 +74,7 @@ static void pieces(void)
 	ok(mask_finish(&m, err, sizeof err) == 0, "document mask builds");
 	ok(cp_piece(&m, qr, 2, kr, 3, &p, err, sizeof err) == 0, "piece of 2 x 3 ranges: %s", err);
 	good = p.sq == 26 && p.sk == 36;
-	for (int64_t q = 0, qo = 0; q < 2; qo += qr[q][1] - qr[q][0], q++)
-		for (int64_t i = qr[q][0]; i < qr[q][1]; i++)
-			for (int64_t k = 0, ko = 0; k < 3; ko += kr[k][1] - kr[k][0], k++)
-				for (int64_t j = kr[k][0]; j < kr[k][1]; j++)
-					good &= mask_allows(&p, 0, qo + i - qr[q][0], ko + j - kr[k][0]) ==
-					        mask_allows(&m, 0, i, j);
+	good &= agrees(&m, &p, qr, 2, kr, 3);
 	ok(good, "piece allows (q,k) iff the global mask allows the pair it stands for");
 	{
 		uint64_t area = 0;
@@ -95,13 +107,7 @@ static void block_pieces(void)
 	ok(mask_finish(&m, err, sizeof err) == 0, "block mask finishes: %s", err);
 	ok(cp_piece(&m, qr, 2, kr, 2, &p, err, sizeof err) == 0, "block piece of 2 x 2 ranges: %s", err);
 	good = p.sq == 26 && p.sk == 40 && p.heads == 2;
-	for (int h = 0; h < 2 && good; h++)
-		for (int q = 0, qo = 0; q < 2; qo += qr[q][1] - qr[q][0], q++)
-			for (int64_t i = qr[q][0]; i < qr[q][1]; i++)
-				for (int k = 0, ko = 0; k < 2; ko += kr[k][1] - kr[k][0], k++)
-					for (int64_t j = kr[k][0]; j < kr[k][1]; j++)
-						good &= mask_allows(&p, h, qo + i - qr[q][0], ko + j - kr[k][0]) ==
-						        mask_allows(&m, h, i, j);
+	good &= agrees(&m, &p, qr, 2, kr, 2);
 	ok(good, "block piece allows what the global mask allows, per head");
 	mask_free(&p);
 	mask_free(&m);
