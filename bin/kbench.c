@@ -157,11 +157,11 @@ int main(int argc, char *argv[])
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const struct kern_ops *kern[16];
+	const struct kern_ops *kern[16], *gpukern = NULL;
 	char *klist = NULL, *plist = "fwd,bwd", *names[16], gpu[256] = "", emsg[512];
 	int nkern = 0, passes[2], npass = 0, hq = 64, hkv = 8, hd = 128, dtype = DT_BF16;
 	int batch = 1, warmup = 5, iters = 20, check = 0, device = 0, verbose = 0;
-	int ch, ngpu = -1, bad = 0, needgpu = 0;
+	int ch, ngpu = -1, bad = 0;
 	uint64_t seed = 1;
 	struct mask *masks;
 	int nmask;
@@ -229,8 +229,9 @@ int main(int argc, char *argv[])
 	for (int i = 0; i < nkern; i++) {
 		if ((kern[i] = kern_find(names[i])) == NULL)
 			errx(EXIT_BADINPUT, "kernel: unknown kernel '%s' (kbench -l lists them)", names[i]);
-		if (kern[i]->disabled == NULL && (kern[i]->caps & KC_GPU))
-			needgpu = 1;
+		/* the first that needs a device is named when there is none */
+		if (gpukern == NULL && kern[i]->disabled == NULL && (kern[i]->caps & KC_GPU))
+			gpukern = kern[i];
 	}
 	masks = xcalloc(argc, sizeof *masks);
 	nmask = argc;
@@ -244,13 +245,12 @@ int main(int argc, char *argv[])
 #ifndef HAVE_CUDA
 	(void)device;          /* every GPU kernel is disabled: nothing to open */
 #endif
-	if (needgpu) {
+	if (gpukern != NULL) {
 #ifdef HAVE_CUDA
 		if (ngpu < 0)
 			ngpu = kb_gpu_count();
-		for (int i = 0; i < nkern && ngpu == 0; i++)
-			if (kern[i]->disabled == NULL && (kern[i]->caps & KC_GPU))
-				errx(EXIT_BADINPUT, "kernel %s: no CUDA device", kern[i]->name);
+		if (ngpu == 0)
+			errx(EXIT_BADINPUT, "kernel %s: no CUDA device", gpukern->name);
 		if (device >= ngpu)
 			errx(EXIT_BADINPUT, "device %d: only %d CUDA devices", device, ngpu);
 		if (kb_gpu_open(device, gpu, sizeof gpu, emsg, sizeof emsg) != 0)
