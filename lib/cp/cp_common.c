@@ -409,6 +409,37 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
 
 /* ---- the check ------------------------------------------------------------- */
 
+/* Rank rk's shard (as gather describes it) to its tokens' global places. */
+static void place(const struct cp_run *r, int rk, const char *src, int H, int lse, size_t es,
+                  double *out)
+{
+	int64_t rg[2][2];
+	int n = cp_ranges(r->S, r->R, r->U, rk, rg);
+	size_t o = 0;
+
+	for (int bi = 0; bi < r->b; bi++) {
+		if (lse) {
+			for (int h = 0; h < H; h++)
+				for (int i = 0; i < n; i++)
+					for (int64_t s = rg[i][0]; s < rg[i][1]; s++, o++) {
+						float f;
+						memcpy(&f, src + o * es, 4);
+						out[((size_t)bi * H + h) * r->S + s] = f;
+					}
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			for (int64_t s = rg[i][0]; s < rg[i][1]; s++) {
+				size_t g = (((size_t)bi * r->S + s) * H) * r->d;
+				for (size_t e = 0; e < (size_t)H * r->d; e++, o++) {
+					uint16_t u;
+					memcpy(&u, src + o * es, 2);
+					out[g + e] = half_from(r->job->shape.dtype, u);
+				}
+			}
+	}
+}
+
 /* Gather a shard of H heads per token ([b][c][H][d], elem bytes each, or
  * lse [b][H][c] when lse) from every rank and put it in global order on
  * rank 0, as doubles. */
@@ -443,37 +474,8 @@ static int gather(struct cp_run *r, struct scratch *sc, const void *shard, int H
 		if (comm_allgather(r->env->world, shard, all, per * es, CT_BYTE, NULL) < 0)
 			cp_commfail(r, "allgather");
 	}
-	if (me != 0) {
-		free(all);
-		return 0;
-	}
-	for (int rk = 0; rk < w; rk++) {
-		int64_t rg[2][2];
-		int n = cp_ranges(r->S, r->R, r->U, rk, rg);
-		const char *src = all + per * es * rk;
-		size_t o = 0;
-		for (int bi = 0; bi < r->b; bi++) {
-			if (lse) {
-				for (int h = 0; h < H; h++)
-					for (int i = 0; i < n; i++)
-						for (int64_t s = rg[i][0]; s < rg[i][1]; s++, o++) {
-							float f;
-							memcpy(&f, src + o * es, 4);
-							out[((size_t)bi * H + h) * r->S + s] = f;
-						}
-				continue;
-			}
-			for (int i = 0; i < n; i++)
-				for (int64_t s = rg[i][0]; s < rg[i][1]; s++) {
-					size_t g = (((size_t)bi * r->S + s) * H) * r->d;
-					for (size_t e = 0; e < (size_t)H * r->d; e++, o++) {
-						uint16_t u;
-						memcpy(&u, src + o * es, 2);
-						out[g + e] = half_from(r->job->shape.dtype, u);
-					}
-				}
-		}
-	}
+	for (int rk = 0; me == 0 && rk < w; rk++)
+		place(r, rk, all + per * es * rk, H, lse, es, out);
 	free(all);
 	return 0;
 }
