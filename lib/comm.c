@@ -84,6 +84,13 @@ static void *watchdog(void *arg)
 	return NULL;
 }
 
+static void wd_end(void)
+{
+	atomic_store(&wd_stop, 1);
+	pthread_join(wd_thread, NULL);
+	wd_world = NULL;
+}
+
 static void arm(struct comm *c, const char *what)
 {
 	atomic_store(&wd_what, what);
@@ -155,9 +162,7 @@ int comm_init(struct comm **world, int backend, struct boot *b, char *err, size_
 	}
 	if (be->init(w, err, errlen) == -1) {
 		atomic_store(&wd_since, 0.0);
-		atomic_store(&wd_stop, 1);
-		pthread_join(wd_thread, NULL);
-		wd_world = NULL;
+		wd_end();
 		free(w);
 		return -1;
 	}
@@ -331,11 +336,8 @@ void comm_free(struct comm *c)
 			break;
 		}
 	pthread_mutex_unlock(&live_mu);
-	if (c == wd_world) {
-		atomic_store(&wd_stop, 1);
-		pthread_join(wd_thread, NULL);
-		wd_world = NULL;
-	}
+	if (c == wd_world)
+		wd_end();
 	c->be->free(c);
 	free(c);
 }
