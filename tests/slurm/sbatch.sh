@@ -91,13 +91,20 @@ completed() {
 	else fail "$1" "job $2: $s; $(grep -v ' row ' "$3" | grep -i -m 5 'fail\|error\|not found')"; fi
 }
 
+# sweep NAME ID DIR: NAME's job completed and left DIR/NAME-*.tsv (in $f)
+# with the one header; false when it left none.
+sweep() {
+	completed "$1-completed" "$2" "$D/$1.out"
+	f=$(ls "$D/$3/$1"-*.tsv 2>/dev/null | head -1)
+	if [ -z "$f" ]; then
+		fail "$1-rows" "no rows file; job output: $(tail -5 "$D/$1.out")"
+		return 1
+	fi
+	check "$1-header" test "$(head -1 "$f")" = "$HEADER"
+}
+
 # ---- kbench.sbatch: 4 patterns x 2 lengths x fwd,bwd, kernel cpu, --check
-completed kbench-completed "$kb" "$D/kbench.out"
-f=$(ls "$D"/kb/kbench-*.tsv 2>/dev/null | head -1)
-if [ -z "$f" ]; then
-	fail kbench-rows "no rows file; job output: $(tail -5 "$D/kbench.out")"
-else
-	check kbench-header test "$(head -1 "$f")" = "$HEADER"
+if sweep kbench "$kb" kb; then
 	check kbench-16-rows test "$(($(wc -l <"$f") - 1))" -eq 16
 	# CPU TFLOP/s print as 0.00: the time is what must be there.
 	check kbench-all-ok test "$(rows "$f" '$c["status"] == "ok" && $c["ms_median"] > 0 && $c["kernel"] == "cpu"')" -eq 16
@@ -112,12 +119,7 @@ else
 fi
 
 # ---- cpbench.sbatch: worlds 2 (1 node) and 4 (2 nodes) x 4 masks x 5 strategies x fwd,bwd
-completed cpbench-completed "$cp" "$D/cpbench.out"
-f=$(ls "$D"/cp/cpbench-*.tsv 2>/dev/null | head -1)
-if [ -z "$f" ]; then
-	fail cpbench-rows "no rows file; job output: $(tail -5 "$D/cpbench.out")"
-else
-	check cpbench-header test "$(head -1 "$f")" = "$HEADER"
+if sweep cpbench "$cp" cp; then
 	check cpbench-80-rows test "$(($(wc -l <"$f") - 1))" -eq 80
 	check cpbench-worlds test "$(rows "$f" '$c["world"] == 2 && $c["seqlen_q"] == 128')" -eq 40 -a \
 	    "$(rows "$f" '$c["world"] == 4 && $c["seqlen_q"] == 256')" -eq 40
