@@ -210,7 +210,7 @@ static int tile_len(int64_t n, int64_t x0)
 }
 
 /* A q-tile item of the forward plan (fwd and dq): q-head h of batch b at
- * rows q0..q0+nq, row its plan row, kb and vb its kv-head's keys. */
+ * rows q0..q0+nq, row its plan row, kb and vb its kv-head's k and v. */
 struct qitem {
 	int64_t b, h, q0, qoff, qstride, kstride;
 	int nq;

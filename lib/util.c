@@ -108,11 +108,7 @@ void out_close(struct outfile *o)
 			err(EXIT_BADINPUT, "stdout");
 		return;
 	}
-	if (ferror(o->fp) | (fclose(o->fp) == EOF)) {
-		unlink(o->tmp);
-		err(EXIT_BADINPUT, "%s", o->path);
-	}
-	if (rename(o->tmp, o->path) == -1) {
+	if ((ferror(o->fp) | (fclose(o->fp) == EOF)) || rename(o->tmp, o->path) == -1) {
 		unlink(o->tmp);
 		err(EXIT_BADINPUT, "%s", o->path);
 	}
