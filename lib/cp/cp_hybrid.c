@@ -25,7 +25,7 @@
 enum { EV_C = 2, EV_I, EV_D, EV_F, EV_J1, EV_J2 };
 
 struct hyb {
-	int U, R, W, Ro;
+	int W, Ro;                      /* U and R are the cp_run's */
 	int u, j, wi, wo;
 	struct comm *uc, *ic, *oc;
 	int hql, hkl, repl;
@@ -63,7 +63,7 @@ static void a2a_in(struct cp_run *r, struct hyb *h, const void *x, int H, int Hl
 			a2a_in(r, h, (const char *)x + t * ns * es, H, Hl, kv, 1, (char *)out + t * nl * es);
 		return;
 	}
-	for (int i = 0; i < h->U; i++) {
+	for (int i = 0; i < r->U; i++) {
 		int h0 = kv ? kvh0(r, h, i) : i * Hl;
 		for (int t = 0; t < nt; t++)
 			ops_copy2d(&r->x, (char *)h->sb + ((size_t)i * nt + t) * blk * es, Hl * d * es,
@@ -73,7 +73,7 @@ static void a2a_in(struct cp_run *r, struct hyb *h, const void *x, int H, int Hl
 		cp_commfail(r, "all-to-all");
 	if (b == 1)
 		return;
-	for (int j = 0; j < h->U; j++)
+	for (int j = 0; j < r->U; j++)
 		for (int t = 0; t < nt; t++)
 			ops_copy2d(&r->x, (char *)out + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
 			           (const char *)h->rb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
@@ -97,7 +97,7 @@ static void a2a_out(struct cp_run *r, struct hyb *h, const void *in, int H, int 
 	/* One sequence: [Sl][Hl][d] is already in blocks by destination. */
 	if (b > 1 || nt > 1) {
 		sb = h->sb;
-		for (int j = 0; j < h->U; j++)
+		for (int j = 0; j < r->U; j++)
 			for (int t = 0; t < nt; t++)
 				ops_copy2d(&r->x, (char *)h->sb + ((size_t)j * nt + t) * blk * es, c * Hl * d * es,
 				           (const char *)in + (t * nl + j * c * Hl * d) * es, h->Sl * Hl * d * es,
@@ -107,7 +107,7 @@ static void a2a_out(struct cp_run *r, struct hyb *h, const void *in, int H, int 
 		cp_commfail(r, "all-to-all");
 	if (kv && h->repl) {
 		ops_zero(&r->x, h->ftmp, nt * ns * sizeof(float), 0);
-		for (int i = 0; i < h->U; i++)
+		for (int i = 0; i < r->U; i++)
 			for (int t = 0; t < nt; t++)
 				ops_acc2d(&r->x, h->ftmp + t * ns + kvh0(r, h, i) * d, H * d,
 				          (const char *)h->rb + ((size_t)i * nt + t) * blk * es, r->type,
@@ -115,7 +115,7 @@ static void a2a_out(struct cp_run *r, struct hyb *h, const void *in, int H, int 
 		ops_cast(&r->x, out, r->type, h->ftmp, nt * ns, 0);
 		return;
 	}
-	for (int i = 0; i < h->U; i++) {
+	for (int i = 0; i < r->U; i++) {
 		int h0 = kv ? kvh0(r, h, i) : i * Hl;
 		for (int t = 0; t < nt; t++)
 			ops_copy2d(&r->x, (char *)out + (t * ns + h0 * d) * es, H * d * es,
@@ -129,11 +129,11 @@ static void lse_out(struct cp_run *r, struct hyb *h)
 {
 	size_t c = r->c, b = r->b, hl = h->hql, blk = b * hl * c;
 
-	for (int j = 0; j < h->U; j++)
+	for (int j = 0; j < r->U; j++)
 		ops_copy2d(&r->x, (float *)h->sb + j * blk, c * 4, h->lsel + j * c, h->Sl * 4, c * 4, b * hl, 0);
 	if (comm_alltoall(h->uc, h->sb, h->rb, blk, CT_F32, r->x.stream[0]) < 0)
 		cp_commfail(r, "all-to-all");
-	for (int i = 0; i < h->U; i++)
+	for (int i = 0; i < r->U; i++)
 		ops_copy2d(&r->x, r->lse + i * hl * c, r->hq * c * 4, (float *)h->rb + i * blk,
 		           hl * c * 4, hl * c * 4, b, 0);
 }
@@ -266,7 +266,7 @@ static int ring_fwd(struct cp_run *r, struct hyb *h)
 	void *ocur = h->kvl;
 	int rc = 0;
 
-	if (h->R == 1) {
+	if (r->R == 1) {
 		if (h->kst[0])
 			return kfwd(r, h, 0, h->kvl, h->ol, h->lsel);
 		ops_zero(x, h->ol, h->nql * r->es, 0);
@@ -308,7 +308,7 @@ static int ring_bwd(struct cp_run *r, struct hyb *h)
 	struct comm_req *doreq = NULL;
 	int rc = 0;
 
-	if (h->R == 1) {
+	if (r->R == 1) {
 		if (h->kst[0])
 			return kbwd(r, h, 0, h->kvl, h->dql, h->dkvl);
 		ops_zero(x, h->dql, h->nql * r->es, 0);
@@ -420,35 +420,35 @@ static int hyb_setup(struct cp_run *r)
 	size_t es = r->es, big;
 	struct attn_shape ls;
 
-	h->j = me / h->U;
-	h->u = me % h->U;
+	h->j = me / r->U;
+	h->u = me % r->U;
 	h->wo = h->j / h->W;
 	h->wi = h->j % h->W;
 	/* Ulysses groups are consecutive ranks (one node); inner windows are
 	 * consecutive ring members, hence as close as the ranks allow. */
-	if (h->U > 1 && comm_split(w, h->j, h->u, &h->uc) < 0)
+	if (r->U > 1 && comm_split(w, h->j, h->u, &h->uc) < 0)
 		cp_commfail(r, "split (ulysses)");
 	if (h->W > 1 && comm_split(w, h->u * h->Ro + h->wo, h->wi, &h->ic) < 0)
 		cp_commfail(r, "split (inner ring)");
 	if (h->Ro > 1 && comm_split(w, h->u * h->W + h->wi, h->wo, &h->oc) < 0)
 		cp_commfail(r, "split (outer ring)");
 
-	h->hql = r->hq / h->U;
-	h->repl = r->hkv < h->U;
-	h->hkl = h->repl ? 1 : r->hkv / h->U;
-	h->Sl = r->c * h->U;
+	h->hql = r->hq / r->U;
+	h->repl = r->hkv < r->U;
+	h->hkl = h->repl ? 1 : r->hkv / r->U;
+	h->Sl = r->c * r->U;
 	h->nql = (size_t)r->b * h->Sl * h->hql * r->d;
 	h->nkl = (size_t)r->b * h->Sl * h->hkl * r->d;
 	h->nll = (size_t)r->b * h->hql * h->Sl;
-	h->own = h->U > 1;
+	h->own = r->U > 1;
 	if (h->own) {
 		h->ql = cp_alloc(r, h->nql * es, &bad);
 		h->kvl = cp_alloc(r, 2 * h->nkl * es, &bad);
 		h->ol = cp_alloc(r, h->nql * es, &bad);
 		h->lsel = cp_alloc(r, h->nll * sizeof(float), &bad);
 		big = (size_t)r->b * r->c * r->hq * r->d * es;
-		if (2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es > big)
-			big = 2 * (size_t)h->U * r->b * r->c * h->hkl * r->d * es;
+		if (2 * (size_t)r->U * r->b * r->c * h->hkl * r->d * es > big)
+			big = 2 * (size_t)r->U * r->b * r->c * h->hkl * r->d * es;
 		h->sb = cp_alloc(r, big, &bad);
 		h->rb = cp_alloc(r, big, &bad);
 		if (bwd) {
@@ -467,7 +467,7 @@ static int hyb_setup(struct cp_run *r)
 		h->dql = r->dq;
 		h->dkvl = r->dk;
 	}
-	if (h->R > 1) {
+	if (r->R > 1) {
 		for (int i = 0; i < 2; i++) {
 			if (h->W > 1)
 				h->ib[i] = cp_alloc(r, 2 * h->nkl * es, &bad);
@@ -491,18 +491,18 @@ static int hyb_setup(struct cp_run *r)
 		}
 	}
 	if (bad) {
-		cp_fail(r, "out of memory for %s buffers", h->R > 1 ? "ring" : "all-to-all");
+		cp_fail(r, "out of memory for %s buffers", r->R > 1 ? "ring" : "all-to-all");
 		return CP_OOM;
 	}
 
 	/* One piece of the mask, and one kernel plan, per visiting member:
 	 * this member's queries x its keys, both zigzag pairs. */
-	h->piece = xcalloc(h->R, sizeof *h->piece);
-	h->kst = xcalloc(h->R, sizeof *h->kst);
+	h->piece = xcalloc(r->R, sizeof *h->piece);
+	h->kst = xcalloc(r->R, sizeof *h->kst);
 	ls = cp_local_shape(r, h->Sl, h->Sl, h->hql, h->hkl);
-	for (int src = 0; src < h->R; src++) {
+	for (int src = 0; src < r->R; src++) {
 		int64_t qr[2][2], kr[2][2];
-		int nq = cp_member(r->S, h->R, h->j, qr), nk = cp_member(r->S, h->R, src, kr);
+		int nq = cp_member(r->S, r->R, h->j, qr), nk = cp_member(r->S, r->R, src, kr);
 		int st = cp_plan(r, qr, nq, kr, nk, &ls, &h->piece[src], &h->kst[src]);
 
 		if (st != CP_OK)
@@ -519,10 +519,10 @@ static void hyb_fini(struct cp_run *r)
 	                 h->di[0], h->di[1], h->dob[0], h->dob[1] };
 
 	ops_sync(&r->x);
-	for (int i = 0; h->kst && i < h->R; i++)
+	for (int i = 0; h->kst && i < r->R; i++)
 		if (h->kst[i])
 			r->env->kern->fini(h->kst[i]);
-	for (int i = 0; h->piece && i < h->R; i++)
+	for (int i = 0; h->piece && i < r->R; i++)
 		mask_free(&h->piece[i]);
 	free(h->kst);
 	free(h->piece);
@@ -568,8 +568,6 @@ int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_resu
 		return cp_refuse(res, "shape and mask seqlens differ");
 
 	h = xcalloc(1, sizeof *h);
-	h->U = U;
-	h->R = R;
 	h->W = W;
 	h->Ro = R / W;
 	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = U, .R = R,

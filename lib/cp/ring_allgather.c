@@ -17,15 +17,15 @@
 enum { EV_G0 = 2, EV_G1, EV_U, EV_F, EV_J };
 
 struct rag {
-	int N, G, hqg, hkg;
+	int G, hqg, hkg;                /* groups, heads per group (the ring, r->R, is the world) */
 	size_t nqg, nkg, nlg, nK;       /* elements: per group q-like, own k, lse; gathered k */
-	void *gk[2], *gv[2];            /* gathered, [N][b][c][hkg][d] */
+	void *gk[2], *gv[2];            /* gathered, [R][b][c][hkg][d] */
 	void *kf, *vf;                  /* [b][S][hkg][d] (batch > 1) */
 	void *sk, *sv;                  /* own group's K, V packed (G > 1) */
 	void *qg, *og, *doutg, *dqg;    /* (G > 1) */
 	float *lseg;
 	void *dkf, *dkg;                /* full-length dK|dV of a group; own part, dtype */
-	float *rss, *rsr;               /* reduce-scatter, [N][2][b][c][hkg][d] and [2][...] */
+	float *rss, *rsr;               /* reduce-scatter, [R][2][b][c][hkg][d] and [2][...] */
 	struct mask piece;
 	void *kst;
 };
@@ -82,7 +82,7 @@ static struct attn_io gathered(struct cp_run *r, struct rag *a, int g)
 		io.v = a->gv[g % 2];
 		return io;
 	}
-	for (int i = 0; i < a->N; i++) {
+	for (int i = 0; i < r->R; i++) {
 		size_t off = (size_t)i * r->b * c * hd;
 		ops_copy2d(&r->x, (char *)a->kf + i * c * hd, r->S * hd, (char *)a->gk[g % 2] + off,
 		           c * hd, c * hd, r->b, 0);
@@ -190,8 +190,8 @@ static int rag_bwd(struct cp_run *r)
 		if (a->G > 1)
 			put(r, r->dq, a->dqg, r->hq, a->hqg, g, rows, 0);
 		/* To fp32, blocked by owner rank, then each rank sums its own. */
-		ops_zero(&r->x, a->rss, 2 * nk * a->N * sizeof(float), 0);
-		for (int i = 0; i < a->N; i++)
+		ops_zero(&r->x, a->rss, 2 * nk * r->R * sizeof(float), 0);
+		for (int i = 0; i < r->R; i++)
 			for (int t = 0; t < 2; t++)
 				ops_acc2d(&r->x, a->rss + ((size_t)i * 2 + t) * nk, seg,
 				          (char *)a->dkf + (t * a->nK + i * seg) * r->es, r->type,
@@ -214,7 +214,7 @@ static int rag_setup(struct cp_run *r)
 {
 	struct rag *a = r->self;
 	int bad = 0, bwd = r->job->pass == PASS_BWD, nk = 0, st;
-	int64_t qr[2][2], (*kr)[2] = xcalloc(2 * (size_t)a->N, sizeof *kr);
+	int64_t qr[2][2], (*kr)[2] = xcalloc(2 * (size_t)r->R, sizeof *kr);
 	size_t es = r->es;
 	struct attn_shape ls;
 
@@ -223,7 +223,7 @@ static int rag_setup(struct cp_run *r)
 	a->nqg = (size_t)r->b * r->c * a->hqg * r->d;
 	a->nkg = (size_t)r->b * r->c * a->hkg * r->d;
 	a->nlg = (size_t)r->b * a->hqg * r->c;
-	a->nK = a->nkg * a->N;
+	a->nK = a->nkg * r->R;
 	for (int i = 0; i < 2; i++) {
 		a->gk[i] = cp_alloc(r, a->nK * es, &bad);
 		a->gv[i] = cp_alloc(r, a->nK * es, &bad);
@@ -256,10 +256,10 @@ static int rag_setup(struct cp_run *r)
 	}
 
 	/* Own queries x every rank's keys, in rank order (as gathered). */
-	int nq = cp_ranges(r->S, r->R, 1, comm_rank(r->env->world), qr);
-	for (int i = 0; i < a->N; i++) {
+	int nq = cp_member(r->S, r->R, comm_rank(r->env->world), qr);
+	for (int i = 0; i < r->R; i++) {
 		int64_t g[2][2];
-		int n = cp_ranges(r->S, r->R, 1, i, g);
+		int n = cp_member(r->S, r->R, i, g);
 		for (int j = 0; j < n; j++) {
 			if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
 				kr[nk - 1][1] = g[j][1];
@@ -305,7 +305,6 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 	if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
 		return cp_refuse(res, "shape and mask seqlens differ");
 	a = xcalloc(1, sizeof *a);
-	a->N = N;
 	a->G = s->hkv % 2 == 0 && job->mask->heads == 1 ? 2 : 1;
 	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = 1, .R = N,
 	                                  .self = a, .setup = rag_setup, .fwd = rag_fwd,
