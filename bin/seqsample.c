@@ -25,6 +25,18 @@ static void usage(void)
 	    "  -h, --help             this help\n");
 }
 
+/* The bin of length v: fixed width, or [2^b, 2^(b+1)) without one. */
+static int64_t bin_of(int64_t v, int64_t width)
+{
+	int64_t b = 0;
+
+	if (width > 0)
+		return v / width;
+	while (((int64_t)2 << b) <= v)
+		b++;
+	return b;
+}
+
 static void make_hist(const char *path, int64_t width, const char *outpath, struct outfile *o)
 {
 	struct lens l = { 0 };
@@ -43,20 +55,10 @@ static void make_hist(const char *path, int64_t width, const char *outpath, stru
 	for (i = 0; i < l.n; i++)
 		if (l.v[i] > maxv)
 			maxv = l.v[i];
-	if (width > 0) {
-		nb = maxv / width + 1;
-	} else {
-		for (nb = 0; ((int64_t)1 << nb) <= maxv; nb++)
-			;
-	}
+	nb = bin_of(maxv, width) + 1;
 	count = xcalloc((size_t)nb, sizeof *count);
 	for (i = 0; i < l.n; i++) {
-		if (width > 0) {
-			b = l.v[i] / width;
-		} else {
-			for (b = 0; ((int64_t)2 << b) <= l.v[i]; b++)
-				;
-		}
+		b = bin_of(l.v[i], width);
 		count[b]++;
 		if (b0 == -1 || b < b0)
 			b0 = b;

@@ -7,7 +7,7 @@
 #include "render.h"
 
 struct grid {
-	int64_t h, w, ch, cw, sq, sk;
+	int64_t h, w, ch, cw;
 	int64_t *d;               /* (h+1) x (w+1) difference array */
 };
 
@@ -145,8 +145,6 @@ int render_mask(const struct mask *m, int head, int size, struct picture *pic, c
 		snprintf(err, errlen, "head %d: the mask has %d", head, m->heads);
 		return -1;
 	}
-	g.sq = m->sq;
-	g.sk = m->sk;
 	g.ch = (m->sq + size - 1) / size;
 	g.cw = (m->sk + size - 1) / size;
 	g.h = (m->sq + g.ch - 1) / g.ch;
