@@ -229,6 +229,10 @@ int main(int argc, char *argv[])
 	for (int i = 0; i < nkern; i++) {
 		if ((kern[i] = kern_find(names[i])) == NULL)
 			errx(EXIT_BADINPUT, "kernel: unknown kernel '%s' (kbench -l lists them)", names[i]);
+		/* a kernel this build lacks is a build question, not a result */
+		if (kern[i]->disabled != NULL)
+			errx(EXIT_BADINPUT, "kernel %s: not in this build (%s)", names[i],
+			    kern[i]->disabled);
 		/* the first that needs a device is named when there is none */
 		if (gpukern == NULL && kern[i]->disabled == NULL && (kern[i]->caps & KC_GPU))
 			gpukern = kern[i];

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -81,6 +82,27 @@ double parse_double(const char *s, const char *what, double lo, double hi)
 	return v;
 }
 
+int out_mktemp(const char *path, char **tmp)
+{
+	mode_t um;
+	int fd, e;
+
+	*tmp = xmalloc(strlen(path) + 16);
+	sprintf(*tmp, "%s.tmpXXXXXX", path);
+	if ((fd = mkstemp(*tmp)) == -1) {
+		e = errno;
+		free(*tmp);
+		*tmp = NULL;
+		errno = e;
+		return -1;
+	}
+	/* mkstemp makes 0600; an output file is as readable as any other */
+	um = umask(0);
+	umask(um);
+	(void)fchmod(fd, 0666 & ~um);
+	return fd;
+}
+
 void out_open(struct outfile *o, const char *path)
 {
 	int fd;
@@ -91,9 +113,7 @@ void out_open(struct outfile *o, const char *path)
 		return;
 	}
 	o->path = xstrdup(path);
-	o->tmp = xmalloc(strlen(path) + 16);
-	sprintf(o->tmp, "%s.tmpXXXXXX", path);
-	if ((fd = mkstemp(o->tmp)) == -1)
+	if ((fd = out_mktemp(path, &o->tmp)) == -1)
 		err(EXIT_BADINPUT, "%s", path);
 	if ((o->fp = fdopen(fd, "w")) == NULL) {
 		unlink(o->tmp);

@@ -31,6 +31,10 @@ struct outfile {
 	char *tmp;
 };
 void out_open(struct outfile *o, const char *path);
+/* The temp file beside path (path.tmpXXXXXX, mode 0666 & ~umask): its fd,
+ * or -1 with errno set and *tmp NULL.  For writers that report errors
+ * instead of exiting. */
+int  out_mktemp(const char *path, char **tmp);
 void out_close(struct outfile *o);
 void out_abort(struct outfile *o);    /* never exits */
 
