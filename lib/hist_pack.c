@@ -33,16 +33,19 @@ int64_t hist_draw(const struct hist *h, struct rng *r)
 	return lo + (int64_t)rng_below(r, (uint64_t)(h->hi[a] - lo));
 }
 
+/* Appends x, cut to what is left to fill; returns what is left then. */
+static int64_t take(struct lens *out, int64_t x, int64_t left)
+{
+	if (x > left)
+		x = left;
+	lens_push(out, x);
+	return left - x;
+}
+
 void hist_pack(const struct hist *h, struct rng *r, int64_t total, struct lens *out)
 {
-	while (total > 0) {
-		int64_t x = hist_draw(h, r);
-
-		if (x > total)
-			x = total;
-		lens_push(out, x);
-		total -= x;
-	}
+	while (total > 0)
+		total = take(out, hist_draw(h, r), total);
 }
 
 void hist_pack_long(const struct hist *h, struct rng *r, int64_t total, struct lens *out)
@@ -51,14 +54,8 @@ void hist_pack_long(const struct hist *h, struct rng *r, int64_t total, struct l
 	size_t first = out->n, i;
 
 	hist_pack(h, r, shortpart, out);
-	while (longpart > 0) {
-		int64_t x = rng_range(r, 8 * 1024, 30 * 1024);
-
-		if (x > longpart)
-			x = longpart;
-		lens_push(out, x);
-		longpart -= x;
-	}
+	while (longpart > 0)
+		longpart = take(out, rng_range(r, 8 * 1024, 30 * 1024), longpart);
 	for (i = out->n - 1; i > first; i--) {
 		size_t j = first + (size_t)rng_below(r, i - first + 1);
 		int64_t t = out->v[i];

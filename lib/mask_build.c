@@ -19,11 +19,15 @@ int mask_fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
-static void set_text(struct mask *m, const char *pattern, const char *params)
+static void start(struct mask *m, int64_t sq, int64_t sk, int body, int heads,
+                  const char *pattern, const char *params)
 {
-	/* strncpy leaves the tail zeroed, so the bytes on disk are canonical */
-	memset(m->pattern, 0, sizeof m->pattern);
-	memset(m->params, 0, sizeof m->params);
+	memset(m, 0, sizeof *m);
+	m->sq = sq;
+	m->sk = sk;
+	m->body = body;
+	m->heads = heads;
+	/* the text's tail stays zeroed, so the bytes on disk are canonical */
 	if (pattern != NULL)
 		strncpy(m->pattern, pattern, sizeof m->pattern - 1);
 	if (params != NULL)
@@ -32,12 +36,7 @@ static void set_text(struct mask *m, const char *pattern, const char *params)
 
 void mask_init(struct mask *m, int64_t sq, int64_t sk, const char *pattern, const char *params)
 {
-	memset(m, 0, sizeof *m);
-	m->sq = sq;
-	m->sk = sk;
-	m->body = MASK_BODY_SLICES;
-	m->heads = 1;
-	set_text(m, pattern, params);
+	start(m, sq, sk, MASK_BODY_SLICES, 1, pattern, params);
 }
 
 int mask_add(struct mask *m, int64_t q0, int64_t q1, int64_t k0, int64_t k1, int kind)
@@ -58,12 +57,7 @@ int mask_init_blocks(struct mask *m, int64_t sq, int64_t sk, int heads,
 {
 	uint64_t cells;
 
-	memset(m, 0, sizeof *m);
-	m->sq = sq;
-	m->sk = sk;
-	m->body = MASK_BODY_BLOCKS;
-	m->heads = heads;
-	set_text(m, pattern, params);
+	start(m, sq, sk, MASK_BODY_BLOCKS, heads, pattern, params);
 	if (heads < 1 || nqb < 1 || nkb < 1 || nqb >= MASK_MAXSEQ || nkb >= MASK_MAXSEQ)
 		return -1;
 	cells = (uint64_t)nqb * (uint64_t)nkb;

@@ -338,7 +338,7 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 	size_t n;
 	char *tmp;
 	FILE *fp;
-	int fd, bad;
+	int fd, bad, e = 0;
 	mode_t um;
 
 	if ((b = serialize(m, &n, err, errlen)) == NULL)
@@ -354,36 +354,27 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 	}
 	sprintf(tmp, "%s.tmpXXXXXX", path);
 	if ((fd = mkstemp(tmp)) == -1) {
-		int e = errno;
-		free(b);
-		free(tmp);
-		return mask_fail(err, errlen, "%s", strerror(e));
+		e = errno ? errno : EIO;
+		goto out;
 	}
 	/* mkstemp makes 0600; a mask file is as readable as any output */
 	um = umask(0);
 	umask(um);
 	(void)fchmod(fd, 0666 & ~um);
 	if ((fp = fdopen(fd, "wb")) == NULL) {
-		int e = errno;
+		e = errno ? errno : EIO;
 		close(fd);
-		unlink(tmp);
-		free(b);
-		free(tmp);
-		return mask_fail(err, errlen, "%s", strerror(e));
+	} else {
+		bad = fwrite(b, 1, n, fp) != n;
+		bad |= ferror(fp);
+		bad |= fclose(fp) == EOF;
+		if (bad || rename(tmp, path) == -1)
+			e = errno ? errno : EIO;
 	}
-	bad = fwrite(b, 1, n, fp) != n;
-	bad |= ferror(fp);
-	bad |= fclose(fp) == EOF;
-	if (!bad && rename(tmp, path) == -1)
-		bad = 1;
-	if (bad) {
-		int e = errno;
+	if (e != 0)
 		unlink(tmp);
-		free(b);
-		free(tmp);
-		return mask_fail(err, errlen, "%s", strerror(e ? e : EIO));
-	}
+out:
 	free(b);
 	free(tmp);
-	return 0;
+	return e != 0 ? mask_fail(err, errlen, "%s", strerror(e)) : 0;
 }
