@@ -412,46 +412,17 @@ static int check_bounds(const int64_t *b, int64_t n, int64_t s, const char *what
 
 static int check_blocks(struct mask *m, char *err, size_t errlen)
 {
-	uint64_t area = 0, nbits, n = 0;
-	int64_t w, nk = m->nkb;
-	int uniform = 1;
+	uint64_t area = 0;
 
 	if (m->heads < 1)
 		return mask_fail(err, errlen, "%d mask heads", m->heads);
 	if (check_bounds(m->qb, m->nqb, m->sq, "q", err, errlen) != 0 ||
 	    check_bounds(m->kb, m->nkb, m->sk, "k", err, errlen) != 0)
 		return -1;
-	/* equal k blocks (but the last): a row's width is a popcount */
-	w = m->kb[1] - m->kb[0];
-	for (int64_t j = 1; j + 1 < nk && uniform; j++)
-		uniform = m->kb[j + 1] - m->kb[j] == w;
-	nbits = (uint64_t)m->heads * (uint64_t)m->nqb * (uint64_t)nk;
+	/* one head has fewer than 2^64 pairs; only the sum can wrap */
 	for (int h = 0; h < m->heads; h++)
-		for (int64_t i = 0; i < m->nqb; i++, n += (uint64_t)nk) {
-			uint64_t rowk = 0, row;
-			for (int64_t j = 0; j < nk; j += 64) {
-				uint64_t x = mask_bits64(m->bits, nbits, n + (uint64_t)j);
-				if (nk - j < 64)
-					x &= ((uint64_t)1 << (nk - j)) - 1;
-				if (uniform) {
-					rowk += (uint64_t)__builtin_popcountll(x) * (uint64_t)w;
-					continue;
-				}
-				while (x) {
-					int b = __builtin_ctzll(x);
-					rowk += (uint64_t)(m->kb[j + b + 1] - m->kb[j + b]);
-					x &= x - 1;
-				}
-			}
-			/* the last block may be narrower */
-			if (uniform && nk > 1 && mask_getblock(m, h, i, nk - 1))
-				rowk -= (uint64_t)(w - (m->kb[nk] - m->kb[nk - 1]));
-			if (uniform && nk == 1)
-				rowk = mask_getblock(m, h, i, 0) ? (uint64_t)m->kb[1] : 0;
-			row = rowk * (uint64_t)(m->qb[i + 1] - m->qb[i]);
-			if (__builtin_add_overflow(area, row, &area))
-				return mask_fail(err, errlen, "area over all heads overflows 64 bits");
-		}
+		if (__builtin_add_overflow(area, mask_head_area(m, h), &area))
+			return mask_fail(err, errlen, "area over all heads overflows 64 bits");
 	m->area = area;
 	return 0;
 }
