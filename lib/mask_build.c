@@ -155,7 +155,7 @@ static int64_t key(const struct sweep *w, size_t x, int64_t q)
 /* first position whose left edge on row q is >= x (maybe one past the end) */
 static struct pos find(const struct sweep *w, int64_t q, int64_t x)
 {
-	size_t lo = 0, hi = w->nc;
+	size_t lo = 0, hi = w->nc, l = 0;
 	struct chunk *c;
 
 	while (lo < hi) {
@@ -170,17 +170,14 @@ static struct pos find(const struct sweep *w, int64_t q, int64_t x)
 		return w->nc == 0 ? (struct pos){ 0, 0 } : (struct pos){ w->nc - 1, w->c[w->nc - 1]->n };
 	c = w->c[lo];
 	hi = c->n;
-	{
-		size_t l = 0;
-		while (l < hi) {
-			size_t mid = l + (hi - l) / 2;
-			if (key(w, c->v[mid], q) < x)
-				l = mid + 1;
-			else
-				hi = mid;
-		}
-		return (struct pos){ lo, l };
+	while (l < hi) {
+		size_t mid = l + (hi - l) / 2;
+		if (key(w, c->v[mid], q) < x)
+			l = mid + 1;
+		else
+			hi = mid;
 	}
+	return (struct pos){ lo, l };
 }
 
 /* the element at p, or at the start of the next chunk; 0 if none */

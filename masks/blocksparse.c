@@ -9,11 +9,18 @@
 #include "pattern.h"
 #include "util.h"
 
-static int ratio_arg(const struct pattern_args *a, const char *name, double *r, char *err, size_t errlen)
+/* The arguments both patterns take, with their defaults. */
+static int sparse_args(const struct pattern_args *a, const char *name, double *r, int *h,
+                       char *err, size_t errlen)
 {
 	*r = a->ratio < 0 ? 0.5 : a->ratio;
 	if (!(*r > 0 && *r <= 1)) {
 		snprintf(err, errlen, "%s: ratio %g is outside (0, 1]", name, *r);
+		return -1;
+	}
+	*h = a->heads == 0 ? 8 : a->heads;
+	if (*h < 1 || *h > 1024) {
+		snprintf(err, errlen, "%s: heads %d is outside [1, 1024]", name, *h);
 		return -1;
 	}
 	return 0;
@@ -144,16 +151,6 @@ static void fill(struct mask *m, const struct pattern_args *a, double ratio)
 	free(w);
 }
 
-static int heads_arg(const struct pattern_args *a, const char *name, int *h, char *err, size_t errlen)
-{
-	*h = a->heads == 0 ? 8 : a->heads;
-	if (*h < 1 || *h > 1024) {
-		snprintf(err, errlen, "%s: heads %d is outside [1, 1024]", name, *h);
-		return -1;
-	}
-	return 0;
-}
-
 int pat_block_sparse_uniform(struct mask *m, const struct pattern_args *a, char *err, size_t errlen)
 {
 	int64_t B = a->block == PAT_UNSET ? 64 : a->block, n, *bd;
@@ -161,8 +158,7 @@ int pat_block_sparse_uniform(struct mask *m, const struct pattern_args *a, char 
 	int heads;
 	char params[MASK_PARAMS];
 
-	if (ratio_arg(a, "block_sparse_uniform", &ratio, err, errlen) == -1 ||
-	    heads_arg(a, "block_sparse_uniform", &heads, err, errlen) == -1)
+	if (sparse_args(a, "block_sparse_uniform", &ratio, &heads, err, errlen) == -1)
 		return -1;
 	if (B < 1 || B > a->s) {
 		snprintf(err, errlen, "block_sparse_uniform: block %lld is outside [1, %lld]", (long long)B, (long long)a->s);
@@ -214,8 +210,7 @@ int pat_block_sparse_variable(struct mask *m, const struct pattern_args *a, char
 	int heads, r;
 	char params[MASK_PARAMS];
 
-	if (ratio_arg(a, "block_sparse_variable", &ratio, err, errlen) == -1 ||
-	    heads_arg(a, "block_sparse_variable", &heads, err, errlen) == -1)
+	if (sparse_args(a, "block_sparse_variable", &ratio, &heads, err, errlen) == -1)
 		return -1;
 	if (minb < 1 || avg < minb || avg > a->s) {
 		snprintf(err, errlen, "block_sparse_variable: want 1 <= min block (%lld) <= average (%lld) <= seqlen (%lld)",
