@@ -22,7 +22,7 @@ struct ev {
 struct pb {
 	struct plan *p;
 	const struct mask *m;
-	int64_t bq, bk;
+	int64_t bk;              /* p->bk, widened for tile arithmetic */
 	/* the pieces of the band */
 	struct mask_slice *pc;
 	size_t npc, cappc;
@@ -418,7 +418,6 @@ int plan_build(struct plan *p, const struct mask *m, int bq, int bk, char *err, 
 	memset(&b, 0, sizeof b);
 	b.p = p;
 	b.m = m;
-	b.bq = bq;
 	b.bk = bk;
 	p->bq = bq;
 	p->bk = bk;
