@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mask.h"
+#include "util.h"
 #include "mask_priv.h"
 
 #define MAGIC      "\x89" "AMASK\r\n"     /* 8 bytes; catches text-mode mangling */
@@ -339,7 +340,6 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 	char *tmp;
 	FILE *fp;
 	int fd, bad, e = 0;
-	mode_t um;
 
 	if ((b = serialize(m, &n, err, errlen)) == NULL)
 		return -1;
@@ -348,19 +348,10 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 		free(b);
 		return bad ? mask_fail(err, errlen, "stdout: %s", strerror(errno)) : 0;
 	}
-	if ((tmp = malloc(strlen(path) + 12)) == NULL) {
-		free(b);
-		return mask_fail(err, errlen, "out of memory");
-	}
-	sprintf(tmp, "%s.tmpXXXXXX", path);
-	if ((fd = mkstemp(tmp)) == -1) {
+	if ((fd = out_mktemp(path, &tmp)) == -1) {
 		e = errno ? errno : EIO;
 		goto out;
 	}
-	/* mkstemp makes 0600; a mask file is as readable as any output */
-	um = umask(0);
-	umask(um);
-	(void)fchmod(fd, 0666 & ~um);
 	if ((fp = fdopen(fd, "wb")) == NULL) {
 		e = errno ? errno : EIO;
 		close(fd);
@@ -368,11 +359,11 @@ int mask_write(const char *path, const struct mask *m, char *err, size_t errlen)
 		bad = fwrite(b, 1, n, fp) != n;
 		bad |= ferror(fp);
 		bad |= fclose(fp) == EOF;
-		if (bad || rename(tmp, path) == -1)
+		if (bad || (tmp != NULL && rename(tmp, path) == -1))
 			e = errno ? errno : EIO;
 	}
 	if (e != 0)
-		unlink(tmp);
+		out_unlink(tmp);
 out:
 	free(b);
 	free(tmp);

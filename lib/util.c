@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -84,9 +85,15 @@ double parse_double(const char *s, const char *what, double lo, double hi)
 
 int out_mktemp(const char *path, char **tmp)
 {
+	struct stat st;
 	mode_t um;
 	int fd, e;
 
+	/* A device or a FIFO (/dev/null, a named pipe) is written in place:
+	 * renaming a temp file over it would replace the device itself. */
+	*tmp = NULL;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return open(path, O_WRONLY);
 	*tmp = xmalloc(strlen(path) + 16);
 	sprintf(*tmp, "%s.tmpXXXXXX", path);
 	if ((fd = mkstemp(*tmp)) == -1) {
@@ -103,6 +110,12 @@ int out_mktemp(const char *path, char **tmp)
 	return fd;
 }
 
+void out_unlink(const char *tmp)
+{
+	if (tmp != NULL)
+		unlink(tmp);
+}
+
 void out_open(struct outfile *o, const char *path)
 {
 	int fd;
@@ -116,7 +129,7 @@ void out_open(struct outfile *o, const char *path)
 	if ((fd = out_mktemp(path, &o->tmp)) == -1)
 		err(EXIT_BADINPUT, "%s", path);
 	if ((o->fp = fdopen(fd, "w")) == NULL) {
-		unlink(o->tmp);
+		out_unlink(o->tmp);
 		err(EXIT_BADINPUT, "%s", path);
 	}
 }
@@ -128,8 +141,9 @@ void out_close(struct outfile *o)
 			err(EXIT_BADINPUT, "stdout");
 		return;
 	}
-	if ((ferror(o->fp) | (fclose(o->fp) == EOF)) || rename(o->tmp, o->path) == -1) {
-		unlink(o->tmp);
+	if ((ferror(o->fp) | (fclose(o->fp) == EOF)) ||
+	    (o->tmp != NULL && rename(o->tmp, o->path) == -1)) {
+		out_unlink(o->tmp);
 		err(EXIT_BADINPUT, "%s", o->path);
 	}
 	free(o->path);
@@ -141,7 +155,7 @@ void out_abort(struct outfile *o)
 {
 	if (o->path != NULL) {
 		fclose(o->fp);
-		unlink(o->tmp);
+		out_unlink(o->tmp);
 		free(o->path);
 		free(o->tmp);
 	}

@@ -32,9 +32,11 @@ struct outfile {
 };
 void out_open(struct outfile *o, const char *path);
 /* The temp file beside path (path.tmpXXXXXX, mode 0666 & ~umask): its fd,
- * or -1 with errno set and *tmp NULL.  For writers that report errors
- * instead of exiting. */
+ * or -1 with errno set.  When path is a device or FIFO, path itself is
+ * opened and *tmp is NULL: rename only a non-NULL tmp.  For writers that
+ * report errors instead of exiting. */
 int  out_mktemp(const char *path, char **tmp);
+void out_unlink(const char *tmp);     /* NULL is fine */
 void out_close(struct outfile *o);
 void out_abort(struct outfile *o);    /* never exits */
 

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.." || exit 2
 CLANG=${CLANG:-clang}
 B=build/fuzz
 # the mask and plan modules stand alone (no util.c, no CUDA): any cc links them
-SRC=$(echo lib/mask_*.c lib/plan_*.c)
+SRC=$(echo lib/mask_*.c lib/plan_*.c lib/util.c)
 
 if ! command -v "$CLANG" >/dev/null 2>&1; then
 	echo "fuzz: $CLANG not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 cd "$TOP" || exit 2
 # the mask and plan modules stand alone (no util.c, no CUDA): any cc links them
-SRC=$(echo lib/mask_*.c lib/plan_*.c)
+SRC=$(echo lib/mask_*.c lib/plan_*.c lib/util.c)
 
 # replays need only a C compiler; with sanitizers where it has them
 build_replay() {

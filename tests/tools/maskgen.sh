@@ -98,4 +98,15 @@ check "causal at 4x4 cells: dark below the diagonal, grey on it, white above" te
 maskgen -r "$T/bs.amask" --head 3 -o "$T/bs3.pgm"
 maskgen -r "$T/bs.amask" --head 0 -o "$T/bs0.pgm"
 check "--head: heads of a block mask differ" sh -c "! cmp -s '$T/bs3.pgm' '$T/bs0.pgm'"
+# A FIFO (or a device) is written in place: a temp file renamed over it
+# would replace it with a regular file.
+mkfifo "$T/fifo"
+cat "$T/fifo" >"$T/fromfifo" &
+maskgen -p causal -n 64 -o "$T/fifo"
+wait
+maskgen -p causal -n 64 -o "$T/c64.amask"
+check "-o FIFO: still a FIFO" test -p "$T/fifo"
+check "-o FIFO: the mask came through it" cmp -s "$T/fromfifo" "$T/c64.amask"
+maskgen -r "$T/c64.amask" -o "$T/c64.pgm"
+check "-r -o: output files are 0666 & ~umask, not 0600" test "$(stat -c %a "$T/c64.pgm")" = "$(printf '%o' $((0666 & ~$(umask))))"
 finish
