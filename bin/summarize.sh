@@ -2,6 +2,9 @@
 # summarize: result rows to tables (aligned text, markdown or TSV) and
 # gnuplot pictures.  The work is in the awk programs of @AWKDIR@.
 AWKDIR=${LONGATTN_AWKDIR:-@AWKDIR@}
+# an installed tree that was moved: PREFIX/bin/summarize beside PREFIX/share
+here=$(dirname "$0")/../share/longattn/awk
+[ -r "$AWKDIR/aggregate.awk" ] || [ ! -r "$here/aggregate.awk" ] || AWKDIR=$here
 AWK=${AWK:-awk}
 prog=summarize
 

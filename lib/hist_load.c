@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hist.h"
 #include "util.h"
@@ -193,16 +194,27 @@ static int builtin_name(const char *s)
 
 int hist_load(struct hist *h, const char *name, char *err, size_t errlen)
 {
-	const char *dirs[3];
-	char path[4096];
+	const char *dirs[4];
+	char path[4096], exe[4096];
 	FILE *fp;
 	int r, i, nd = 0;
 
 	if (builtin_name(name)) {
 		const char *env = getenv("LONGATTN_DATA");
+		ssize_t n;
+		char *slash;
 
 		if (env != NULL && *env != '\0')
 			dirs[nd++] = env;
+		/* PREFIX/bin/tool -> PREFIX/share/longattn/dists: an installed
+		 * tree works wherever it was put, whatever PREFIX it was built for */
+		if ((n = readlink("/proc/self/exe", exe, sizeof exe - 40)) > 0) {
+			exe[n] = '\0';
+			if ((slash = strrchr(exe, '/')) != NULL) {
+				strcpy(slash, "/../share/longattn/dists");
+				dirs[nd++] = exe;
+			}
+		}
 		dirs[nd++] = DATADIR "/dists";
 		dirs[nd++] = SRCDIR "/masks/dists";
 		for (i = 0; i < nd; i++) {
