@@ -20,12 +20,14 @@ USAGE
 die() { echo "$prog: $*" >&2; exit 2; }
 
 fmt=table plotdir=
-while getopts f:p:h opt; do
+# silent getopts: the shell's own message would not name the tool
+while getopts :f:p:h opt; do
 	case $opt in
 	f) fmt=$OPTARG ;;
 	p) plotdir=$OPTARG ;;
 	h) usage; exit 0 ;;
-	*) usage; exit 2 ;;
+	:) die "-$OPTARG: needs an argument (summarize -h)" ;;
+	*) die "-$OPTARG: unknown option (summarize -h)" ;;
 	esac
 done
 shift $((OPTIND - 1))

@@ -50,6 +50,8 @@ fi
 printf 'tool\tkernel\n' >"$T/short.tsv"
 bad "summarize: missing file" "" summarize "$T/nonexistent.tsv"
 bad "summarize: unknown format" "" summarize -f xml "$K"
+bad "summarize: unknown option" "" summarize -x "$K"
+bad "summarize: option without its argument" "" summarize -f
 bad "summarize: header without the columns" "" summarize "$T/short.tsv"
 { cat "$K"; printf 'kbench\tflash\tcausal\n'; } >"$T/cut.tsv"
 bad "summarize: a short row" "" summarize "$T/cut.tsv"
