@@ -5,7 +5,7 @@
 # Which files need what, by name:
 #   *.cu, *_cuda.c   CUDA        *_nccl.c   NCCL      *cudnn.c   cuDNN
 #   *_pmix.c         PMIx        *_hwloc.c  hwloc     *_mpi.c    MPI
-#   kernels/hopper.cu is built for sm_90a alone.
+#   kernels/hopper.cu (with the hopper_*.cuh it includes) is built for sm_90a alone.
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -106,7 +106,7 @@ $(B)/%.c.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(B)/kernels/hopper.cu.o: kernels/hopper.cu $(HDRS)
+$(B)/kernels/hopper.cu.o: kernels/hopper.cu $(wildcard kernels/hopper_*.cuh) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -gencode=arch=compute_90a,code=sm_90a -c -o $@ $<
 

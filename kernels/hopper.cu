@@ -1,0 +1,113 @@
+/* hopper: attention for sm_90a alone (TMA, wgmma, warp specialisation),
+ * driven by the same mask plan as flash.  The forward pass lives in
+ * hopper_fwd.cuh (namespace hf), the backward pass in hopper_bwd.cuh
+ * (namespace hb): two kernels with nothing in common but the plan, kept
+ * in one translation unit so the kernel is still one table entry built
+ * for one architecture. */
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <err.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern "C" {
+#include "kernel.h"
+#include "plan.h"
+#include "dev.h"
+}
+
+#include "hopper_fwd.cuh"
+#include "hopper_bwd.cuh"
+
+struct hstate {
+	void *f, *b;               /* a pass's state, NULL where it cannot run */
+};
+
+/* The kernels are built for sm_90a alone: on any other device they would
+ * fail at launch, so say so before. */
+static const char *hp_device(void)
+{
+	int dev, major = 0, minor = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return "no CUDA device";
+	}
+	return major == 9 && minor == 0 ? NULL : "needs compute capability 9.0 (sm_90a)";
+}
+
+static const char *hp_check(const struct attn_shape *s, const struct mask *m, int pass)
+{
+	const char *why = hp_device();
+
+	if (why != NULL)
+		return why;
+	return pass == PASS_FWD ? hf::check(s, m) : hb::check(s, m);
+}
+
+static void hp_fini(void *st)
+{
+	struct hstate *h = (struct hstate *)st;
+
+	if (h == NULL)
+		return;
+	if (h->f != NULL)
+		hf::fini(h->f);
+	if (h->b != NULL)
+		hb::fini(h->b);
+	free(h);
+}
+
+/* Each pass is prepared only where it can run, so a shape that one pass
+ * refuses still runs the other. */
+static int hp_init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
+{
+	struct hstate *h = (struct hstate *)calloc(1, sizeof *h);
+	int rc = KERN_OK;
+
+	*st = NULL;
+	if (h == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		return KERN_ERR;
+	}
+	if (hf::check(s, m) == NULL)
+		rc = hf::init(&h->f, s, m, err, errlen);
+	if (rc == KERN_OK && hb::check(s, m) == NULL)
+		rc = hb::init(&h->b, s, m, err, errlen);
+	if (rc != KERN_OK) {
+		hp_fini(h);
+		return rc;
+	}
+	*st = h;
+	return KERN_OK;
+}
+
+static int hp_fwd(void *st, const struct attn_io *io)
+{
+	struct hstate *h = (struct hstate *)st;
+
+	return h->f != NULL ? hf::run(h->f, io) : KERN_ERR;
+}
+
+static int hp_bwd(void *st, const struct attn_io *io)
+{
+	struct hstate *h = (struct hstate *)st;
+
+	return h->b != NULL ? hb::run(h->b, io) : KERN_ERR;
+}
+
+extern "C" const struct kern_ops kern_hopper = {
+	"hopper",
+	"sm_90a attention: TMA, wgmma, warp-specialised, plan-driven (any mask, GQA), fwd+bwd",
+	KC_GPU | KC_FWD | KC_BWD | KC_BF16 | KC_FP16 | KC_GQA | KC_SLICES | KC_BLOCKS,
+	NULL,
+	hp_check,
+	hp_init,
+	hp_fwd,
+	hp_bwd,
+	hp_fini,
+};
