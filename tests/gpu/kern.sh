@@ -1,0 +1,191 @@
+#!/bin/sh
+# GPU tests and benchmarks of one kernel through kbench: $KERN (default
+# flash; hopper too), the passes in $PASSES (default fwd,bwd).
+#   kern.sh [check]    kbench --check -k $KERN over every maskgen pattern at
+#                      S = 1000 (1024 where the pattern needs blocks), fwd and
+#                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
+#                      odd lengths (3001), batch 2, and k-tiles split among
+#                      CTAs (causal, share_question at 4K): every row ok.
+#   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
+#                      lengths, split k-tiles at 4K) and $KERN alone on
+#                      full/causal at 16K/32K and five sparse patterns at 32K
+#   kern.sh bench       kbench -k $KERN,naive on full and causal at 8K-32K and
+#                      $KERN on every other pattern at 32K (64:8, hd 128, bf16)
+#   kern.sh sass        instruction counts per kernel from cuobjdump (HMMA,
+#                      LDSM, LDGSTS, local-memory spills, reductions)
+#   kern.sh matrix     the paper's matrix: every pattern x S in 1..48K,
+#                      fwd and bwd, $KERN and naive
+# Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
+# $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
+# tests/gpu/flash.sh is this script with KERN=flash.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+OUT=${OUT:-build}
+KERN=${KERN:-flash}
+PASSES=${PASSES:-fwd,bwd}
+KBENCH=${KBENCH:-bin/kbench}
+TMO=${TMO:-240}                   # seconds for one kbench run: a hang is a failure
+MASKGEN=${MASKGEN:-bin/maskgen}
+M=build/kern-masks
+mode=${1:-check}
+mkdir -p "$M" "$OUT"
+[ -x "$KBENCH" ] && [ -x "$MASKGEN" ] || { echo "not ok $KERN: build kbench and maskgen first"; exit 1; }
+
+# gen NAME S [maskgen options]: the pattern NAME at S tokens into $M/NAME.S.amask
+gen() {
+	p=$1 n=$2; shift 2
+	[ -s "$M/$p.$n.amask" ] && return 0
+	"$MASKGEN" -p "$p" -n "$n" -s 3 "$@" -o "$M/$p.$n.amask" || { echo "not ok $KERN maskgen $p $n"; rc=1; }
+}
+
+# every pattern at about S tokens, with windows and blocks scaled to S
+allmasks() {
+	n=$1
+	for p in full causal full_document causal_document share_question causal_blockwise \
+	    prefix_lm_causal prefix_lm_document qk_sparse hash_sparse random_eviction; do
+		gen $p $n
+	done
+	gen sliding_window $n -w $((n / 10))
+	gen sliding_window_causal $n -w $((n / 10))
+	gen global_sliding_window $n -w $((n / 10)) -g $((n / 25))
+	gen block_sparse_uniform $n -B 64 -H 2 --ratio 0.3
+	gen block_sparse_variable $n -H 2 --min-block 32 --avg-block $((n / 10)) --ratio 0.4
+	b=$(( (n + 7) / 8 ))
+	gen block_causal_document $((b * 8)) -B $b
+	h=$((n / 2)) f=$((n / 5))
+	printf '0 %d 0 %d full\n%d %d %d %d causal\n%d %d %d %d bicausal\n%d %d %d %d invcausal\n' \
+	    $h $((3 * f / 2)) $h $n $f $((h + f)) $((f / 2)) $((2 * f)) $h $((n - f)) \
+	    $((h + h / 5)) $n $((n - f)) $n >"$M/custom.$n.txt"
+	gen custom $n -f "$M/custom.$n.txt"
+}
+
+# rows FILE TAG: ok/not ok per row of a kbench TSV (status must be ok)
+rows() {
+	awk -F'\t' -v tag="$2" -v kern="$KERN" '
+	    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+	    { t = kern " " $c["mask"] " " $c["seqlen_q"] " " $c["pass"] " " $c["dtype"] " " \
+	          $c["heads_q"] ":" $c["heads_kv"] " hd" $c["head_dim"] " b" $c["batch"] tag
+	      if ($c["status"] == "ok") print "ok " t; else { print "not ok " t ": " $c["status"]; bad = 1 } }
+	    END { exit bad }' "$1"
+}
+
+# kb TAG KBENCH-ARGS...: one kbench --check run, appended to $KERN-check.*
+kb() {
+	tag=$1; shift
+	timeout $TMO "$KBENCH" --check -v -k $KERN -p $PASSES -w 1 -n 2 "$@" >"$OUT/kb.tsv" 2>>"$OUT/$KERN-check.err"
+	[ -s "$OUT/kb.tsv" ] || { echo "not ok $KERN $tag: kbench wrote nothing"; rc=1; return; }
+	if [ -s "$OUT/$KERN-check.tsv" ]; then tail -n +2 "$OUT/kb.tsv" >>"$OUT/$KERN-check.tsv"
+	else cp "$OUT/kb.tsv" "$OUT/$KERN-check.tsv"; fi
+	rows "$OUT/kb.tsv" "" || rc=1
+	rm -f "$OUT/kb.tsv"
+}
+
+# check and quick: a fresh $KERN-check.*, every pattern at 1000, odd
+# lengths at 3001, and two at 4096 for the split k-tiles
+checkmasks() {
+	: >"$OUT/$KERN-check.err"
+	rm -f "$OUT/$KERN-check.tsv"
+	allmasks 1000
+	for p in causal causal_document sliding_window block_sparse_variable; do
+		gen $p 3001 -w 300 -H 2 --min-block 32 --avg-block 300 --ratio 0.4
+	done
+	gen causal 4096
+	gen share_question 4096
+}
+
+rc=0
+case $mode in
+check)
+	checkmasks
+	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
+	kb "fp16 4:4 hd64" -t fp16 -H 4:4 -D 64 $M/*.1000.amask
+	kb "bf16 8:2 hd64" -t bf16 -H 8:2 -D 64 $M/causal.1000.amask $M/full_document.1000.amask \
+	    $M/block_sparse_uniform.1000.amask
+	kb "fp16 8:2 hd128" -t fp16 -H 8:2 -D 128 $M/causal.1000.amask $M/share_question.1000.amask \
+	    $M/block_sparse_variable.1000.amask
+	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
+	kb "odd fp16 4:1 hd128" -t fp16 -H 4:1 -D 128 $M/causal.3001.amask $M/sliding_window.3001.amask
+	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
+	# walks longer than 64 q-tiles are split among CTAs at this size
+	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
+	;;
+quick)
+	checkmasks
+	kb "bf16 8:2 hd128" -t bf16 -H 8:2 -D 128 $M/*.1000.amask
+	kb "odd bf16 4:4 hd64" -t bf16 -H 4:4 -D 64 $M/*.3001.amask
+	kb "fp16 8:2 hd128" -t fp16 -H 8:2 -D 128 $M/random_eviction.1000.amask \
+	    $M/block_sparse_variable.1000.amask $M/share_question.1000.amask
+	# walks longer than 64 q-tiles are split among CTAs at this size
+	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
+	for n in 16384 32768; do
+		gen full $n
+		gen causal $n
+	done
+	for p in share_question causal_document sliding_window_causal block_sparse_uniform \
+	    random_eviction; do
+		gen $p 32768
+	done
+	timeout $TMO "$KBENCH" -v -k $KERN -p $PASSES -w 2 -n 5 $M/full.16384.amask $M/causal.16384.amask \
+	    $M/full.32768.amask $M/causal.32768.amask $M/share_question.32768.amask \
+	    $M/causal_document.32768.amask $M/sliding_window_causal.32768.amask \
+	    $M/block_sparse_uniform.32768.amask $M/random_eviction.32768.amask \
+	    >"$OUT/$KERN-bench.tsv" 2>"$OUT/$KERN-bench.err" || rc=1
+	cut -f3,4,12,16,18,21,22 "$OUT/$KERN-bench.tsv"
+	;;
+bench)
+	for n in 8192 16384 32768; do
+		gen full $n
+		gen causal $n
+	done
+	timeout $TMO "$KBENCH" -v -k $KERN,naive -p $PASSES -w 3 -n 10 $M/full.8192.amask $M/causal.8192.amask \
+	    $M/full.16384.amask $M/causal.16384.amask $M/full.32768.amask $M/causal.32768.amask \
+	    >"$OUT/$KERN-bench.tsv" 2>"$OUT/$KERN-bench.err" || rc=1
+	n=32768
+	for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
+	    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
+	    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
+	    random_eviction; do
+		gen $p $n
+	done
+	ls $M/*.$n.amask | grep -v -e '/full\.' -e '/causal\.' | xargs timeout $TMO "$KBENCH" -v -k $KERN -p $PASSES -w 2 -n 5 \
+	    >"$OUT/$KERN-bench2.tsv" 2>>"$OUT/$KERN-bench.err" || rc=1
+	tail -n +2 "$OUT/$KERN-bench2.tsv" >>"$OUT/$KERN-bench.tsv"
+	# O(S) memory: 1M tokens at 64:8 (a window keeps the time short)
+	gen sliding_window 1M
+	timeout $TMO "$KBENCH" -v -k $KERN -p $PASSES -w 0 -n 1 $M/sliding_window.1M.amask \
+	    >"$OUT/$KERN-bench2.tsv" 2>>"$OUT/$KERN-bench.err" || rc=1
+	tail -n +2 "$OUT/$KERN-bench2.tsv" >>"$OUT/$KERN-bench.tsv"
+	rm -f "$OUT/$KERN-bench2.tsv"
+	cut -f2,3,4,12,16,18,21,22 "$OUT/$KERN-bench.tsv"
+	;;
+sass)
+	cuobjdump --dump-sass build/kernels/$KERN.cu.o >"$OUT/$KERN.sass" || exit 1
+	awk '/Function :/ { f = $3; k[f] = 1 }
+	    /HMMA|HGMMA/ { h[f]++ } /HGMMA/ { w[f]++ } /UTMALDG|UBLKCP/ { t[f]++ } /LDSM/ { l[f]++ } /LDGSTS/ { g[f]++ } /LDL|STL/ { s[f]++ }
+	    /RED|ATOM/ { r[f]++ } /MUFU.EX2/ { e[f]++ }
+	    END { for (f in k) printf "%s MMA %d HGMMA %d TMA %d LDSM %d LDGSTS %d EX2 %d LDL+STL %d RED %d\n",
+	          f, h[f], w[f], t[f], l[f], g[f], e[f], s[f], r[f] }' "$OUT/$KERN.sass" | sort
+	gzip -f "$OUT/$KERN.sass"
+	;;
+matrix)
+	: >"$OUT/$KERN-matrix.err"
+	first=1
+	for n in 1024 2048 4096 8192 16384 24576 32768 40960 49152; do
+		for p in full causal full_document causal_document share_question causal_blockwise \
+		    prefix_lm_causal prefix_lm_document sliding_window sliding_window_causal \
+		    global_sliding_window block_causal_document block_sparse_uniform \
+		    block_sparse_variable qk_sparse hash_sparse random_eviction; do
+			gen $p $n
+		done
+		timeout $TMO "$KBENCH" -k $KERN,naive -p $PASSES -w 2 -n 5 $M/*.$n.amask >"$OUT/kb.tsv" 2>>"$OUT/$KERN-matrix.err" || rc=1
+		if [ $first = 1 ]; then cp "$OUT/kb.tsv" "$OUT/$KERN-matrix.tsv"; first=0
+		else tail -n +2 "$OUT/kb.tsv" >>"$OUT/$KERN-matrix.tsv"; fi
+	done
+	rm -f "$OUT/kb.tsv"
+	;;
+*)
+	echo "usage: kern.sh [check|quick|bench|sass|matrix]" >&2
+	exit 2
+	;;
+esac
+exit $rc
