@@ -87,7 +87,7 @@ else
 endif
 
 # ---- sources ---------------------------------------------------------------
-LIBSRC  := $(filter-out $(NOT),$(wildcard lib/*.c lib/cp/*.c lib/cp/*.cu masks/*.c kernels/*.c kernels/*.cu))
+LIBSRC  := $(filter-out $(NOT),$(wildcard lib/*.c lib/*.cu lib/cp/*.c lib/cp/*.cu masks/*.c kernels/*.c kernels/*.cu))
 LIBOBJ  := $(patsubst %,$(B)/%.o,$(LIBSRC))
 # kernels/table.c lists a kernel's symbol only once its file is in the build.
 KERNS   := $(basename $(notdir $(filter kernels/naive.cu kernels/flash.cu kernels/hopper.cu kernels/cudnn.c,$(LIBSRC))))

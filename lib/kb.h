@@ -66,5 +66,8 @@ int  kb_gpu_count(void);
  * message if it cannot. */
 int  kb_gpu_open(int dev, char *name, size_t len, char *err, size_t errlen);
 void kb_run_gpu(const struct kb_job *j, struct kb_result *r);
+/* lib/kb_fill.cu: n standard normals in the dtype on the device, tensor
+ * `which` (0 q, 1 k, 2 v, 3 dout) of the seed; -1 if the launch failed. */
+int  kb_fill_dev(void *p, size_t n, int dtype, uint64_t seed, int which, void *stream);
 
 #endif
