@@ -9,6 +9,14 @@
 #   sumbench  summarize on 1M synthetic rows (bench/summarize-bench.sh)
 #   demo      bench/demo.sh, the main job, with this GPU
 #   cpbench   tests/gpu/cpbench.sh: NCCL comm layer, cpbench --check, CP rows
+#   flash     tests/gpu/flash.sh check: kbench --check -k flash, every case
+#   hopper    the same for the hopper kernel (sm_90a GPUs only)
+#   versus    hopper, cudnn and flash side by side: full and causal at
+#             8K-32K, every other pattern at 32K (64:8, hd 128, bf16)
+#   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
+#             and naive, fwd and bwd (tests/gpu/kern.sh matrix)
+#   million   1M tokens, 64:8, fwd and bwd, on flash and hopper (O(S)
+#             memory: the row's mem_gib)
 # Rows go to $OUT/check.tsv and $OUT/bench.tsv, logs to $OUT/*.log, the
 # tables to $OUT/summary.txt (at most 8 files come back from the device).
 # A colleague adds a section: one function sec_NAME and its name in ALL.
@@ -20,7 +28,7 @@ mkdir -p "$OUT"
 M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
 trap 'rm -rf "$M"' EXIT
 PATH=$PWD/bin:$PATH
-ALL="build check oom bench sumbench cpbench flash"
+ALL="build check oom bench sumbench cpbench flash hopper versus matrix million"
 nfail=0
 
 say() { echo "gpu: $*" | tee -a "$OUT/run.log"; }
@@ -141,6 +149,51 @@ sec_flash() {
 	grep -v '^ok ' "$M/flash.out" | tee -a "$OUT/run.log"
 	say "flash: $(grep -c '^ok ' "$M/flash.out") rows ok, $(grep -c '^not ok' "$M/flash.out") not ok"
 	[ "$rc" -eq 0 ] || fail "flash --check (tests/gpu/flash.sh)"
+}
+
+sec_hopper() {
+	OUT="$M/hopper" KERN=hopper sh tests/gpu/kern.sh check >"$M/hopper.out" 2>&1
+	rc=$?
+	tail -n +2 "$M/hopper/hopper-check.tsv" >>"$OUT/check.tsv" 2>/dev/null
+	grep -v '^ok ' "$M/hopper.out" | tee -a "$OUT/run.log"
+	say "hopper: $(grep -c '^ok ' "$M/hopper.out") rows ok, $(grep -c '^not ok' "$M/hopper.out") not ok"
+	[ "$rc" -eq 0 ] || fail "hopper --check (tests/gpu/kern.sh)"
+}
+
+# One run, so the ratios compare kernels under the same clocks and inputs.
+sec_versus() {
+	for s in 8192 16384 32768; do
+		for p in full causal; do
+			maskgen -p "$p" -n "$s" -s 1 -o "$M/vs-$p-$s.amask" || fail "maskgen $p $s"
+		done
+	done
+	kbench -v -k hopper,cudnn,flash -p fwd,bwd -w 3 -n 10 "$M"/vs-*.amask \
+	    >"$OUT/versus.tsv" 2>>"$OUT/bench.log" || fail "versus rows"
+	OUT="$M/vs" KERN=hopper TMO=400 sh tests/gpu/kern.sh bench >/dev/null 2>&1 ||
+	    fail "hopper bench rows"
+	tail -n +2 "$M/vs/hopper-bench.tsv" >>"$OUT/versus.tsv" 2>/dev/null
+	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
+}
+
+sec_matrix() {
+	OUT="$M/mx" TMO=400 sh tests/gpu/flash.sh matrix >"$M/mx.out" 2>&1 || fail "matrix"
+	cp "$M/mx/flash-matrix.tsv" "$OUT/matrix.tsv" 2>/dev/null
+	say "matrix: $(awk 'NR > 1' "$OUT/matrix.tsv" | wc -l) rows"
+	summarize "$OUT/matrix.tsv" >"$OUT/matrix.txt" 2>>"$OUT/bench.log"
+}
+
+# A window and documents keep the time short; the memory is the point.
+sec_million() {
+	maskgen -p sliding_window_causal -n 1M -w 8192 -o "$M/m-swc.amask" &&
+	    maskgen -p causal_document -n 1M -s 1 -o "$M/m-doc.amask" || { fail "maskgen 1M"; return; }
+	kerns=flash
+	kbench -l | grep -q '^hopper .*gpu' && kerns=flash,hopper
+	kbench -v -k $kerns -p fwd,bwd -w 0 -n 2 "$M/m-swc.amask" "$M/m-doc.amask" \
+	    >"$OUT/million.tsv" 2>>"$OUT/bench.log"
+	rc=$?
+	cut -f2,3,4,12,16,18,21,22 "$OUT/million.tsv" | tee -a "$OUT/run.log"
+	[ "$rc" -eq 0 ] && ! awk -F'\t' 'NR > 1 && $16 != "ok"' "$OUT/million.tsv" | grep -q . ||
+	    fail "1M rows"
 }
 
 [ $# -gt 0 ] && [ "$1" != all ] && ALL="$*"
