@@ -9,12 +9,12 @@
 #   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
 #                      lengths, split k-tiles at 4K) and $KERN alone on
 #                      full/causal at 16K/32K and five sparse patterns at 32K
-#   kern.sh bench       kbench -k $KERN,naive on full and causal at 8K-32K and
+#   kern.sh bench      kbench -k $KERN$WITH on full and causal at 8K-32K and
 #                      $KERN on every other pattern at 32K (64:8, hd 128, bf16)
-#   kern.sh sass        instruction counts per kernel from cuobjdump (HMMA,
+#   kern.sh sass       instruction counts per kernel from cuobjdump (HMMA,
 #                      LDSM, LDGSTS, local-memory spills, reductions)
 #   kern.sh matrix     the paper's matrix: every pattern x S in 1..48K,
-#                      fwd and bwd, $KERN and naive
+#                      fwd and bwd, $KERN$WITH ($MXW warm-up, $MXN timed)
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
 # tests/gpu/flash.sh is this script with KERN=flash.
@@ -23,6 +23,7 @@ cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-build}
 KERN=${KERN:-flash}
 PASSES=${PASSES:-fwd,bwd}
+WITH=${WITH-,naive}              # the kernels bench and matrix run beside $KERN
 KBENCH=${KBENCH:-bin/kbench}
 TMO=${TMO:-240}                   # seconds for one kbench run: a hang is a failure
 MASKGEN=${MASKGEN:-bin/maskgen}
@@ -137,7 +138,7 @@ bench)
 		gen full $n
 		gen causal $n
 	done
-	timeout $TMO "$KBENCH" -v -k $KERN,naive -p $PASSES -w 3 -n 10 $M/full.8192.amask $M/causal.8192.amask \
+	timeout $TMO "$KBENCH" -v -k $KERN$WITH -p $PASSES -w 3 -n 10 $M/full.8192.amask $M/causal.8192.amask \
 	    $M/full.16384.amask $M/causal.16384.amask $M/full.32768.amask $M/causal.32768.amask \
 	    >"$OUT/$KERN-bench.tsv" 2>"$OUT/$KERN-bench.err" || rc=1
 	n=32768
@@ -177,7 +178,7 @@ matrix)
 		    block_sparse_variable qk_sparse hash_sparse random_eviction; do
 			gen $p $n
 		done
-		timeout $TMO "$KBENCH" -k $KERN,naive -p $PASSES -w 2 -n 5 $M/*.$n.amask >"$OUT/kb.tsv" 2>>"$OUT/$KERN-matrix.err" || rc=1
+		timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES -w ${MXW:-2} -n ${MXN:-5} $M/*.$n.amask >"$OUT/kb.tsv" 2>>"$OUT/$KERN-matrix.err" || rc=1
 		if [ $first = 1 ]; then cp "$OUT/kb.tsv" "$OUT/$KERN-matrix.tsv"; first=0
 		else tail -n +2 "$OUT/kb.tsv" >>"$OUT/$KERN-matrix.tsv"; fi
 	done

@@ -169,14 +169,14 @@ sec_versus() {
 	done
 	kbench -v -k hopper,cudnn,flash -p fwd,bwd -w 3 -n 10 "$M"/vs-*.amask \
 	    >"$OUT/versus.tsv" 2>>"$OUT/bench.log" || fail "versus rows"
-	OUT="$M/vs" KERN=hopper TMO=400 sh tests/gpu/kern.sh bench >/dev/null 2>&1 ||
+	OUT="$M/vs" KERN=hopper WITH= TMO=400 sh tests/gpu/kern.sh bench >/dev/null 2>&1 ||
 	    fail "hopper bench rows"
 	tail -n +2 "$M/vs/hopper-bench.tsv" >>"$OUT/versus.tsv" 2>/dev/null
 	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
 }
 
 sec_matrix() {
-	OUT="$M/mx" TMO=400 sh tests/gpu/flash.sh matrix >"$M/mx.out" 2>&1 || fail "matrix"
+	OUT="$M/mx" MXW=1 MXN=3 TMO=400 sh tests/gpu/flash.sh matrix >"$M/mx.out" 2>&1 || fail "matrix"
 	cp "$M/mx/flash-matrix.tsv" "$OUT/matrix.tsv" 2>/dev/null
 	say "matrix: $(awk 'NR > 1' "$OUT/matrix.tsv" | wc -l) rows"
 	summarize "$OUT/matrix.tsv" >"$OUT/matrix.txt" 2>>"$OUT/bench.log"
