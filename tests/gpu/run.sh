@@ -139,26 +139,20 @@ sec_cpbench() {
 	[ "$rc" -eq 0 ] || fail "cpbench (tests/gpu/cpbench.sh)"
 }
 
-# flash: kbench --check -k flash on every pattern, bf16/fp16, hd 64/128,
-# GQA and MHA, odd lengths, batch 2, split k-tiles (tests/gpu/flash.sh);
-# its rows join check.tsv
-sec_flash() {
-	OUT="$M/flash" sh tests/gpu/flash.sh check >"$M/flash.out" 2>&1
+# kbench --check -k KERN on every pattern, bf16/fp16, hd 64/128, GQA and
+# MHA, odd lengths, batch 2, split k-tiles (tests/gpu/kern.sh check); the
+# rows join check.tsv
+kerncheck() {
+	OUT="$M/$1" KERN=$1 sh tests/gpu/kern.sh check >"$M/$1.out" 2>&1
 	rc=$?
-	tail -n +2 "$M/flash/flash-check.tsv" >>"$OUT/check.tsv" 2>/dev/null
-	grep -v '^ok ' "$M/flash.out" | tee -a "$OUT/run.log"
-	say "flash: $(grep -c '^ok ' "$M/flash.out") rows ok, $(grep -c '^not ok' "$M/flash.out") not ok"
-	[ "$rc" -eq 0 ] || fail "flash --check (tests/gpu/flash.sh)"
+	tail -n +2 "$M/$1/$1-check.tsv" >>"$OUT/check.tsv" 2>/dev/null
+	grep -v '^ok ' "$M/$1.out" | tee -a "$OUT/run.log"
+	say "$1: $(grep -c '^ok ' "$M/$1.out") rows ok, $(grep -c '^not ok' "$M/$1.out") not ok"
+	[ "$rc" -eq 0 ] || fail "$1 --check (tests/gpu/kern.sh)"
 }
 
-sec_hopper() {
-	OUT="$M/hopper" KERN=hopper sh tests/gpu/kern.sh check >"$M/hopper.out" 2>&1
-	rc=$?
-	tail -n +2 "$M/hopper/hopper-check.tsv" >>"$OUT/check.tsv" 2>/dev/null
-	grep -v '^ok ' "$M/hopper.out" | tee -a "$OUT/run.log"
-	say "hopper: $(grep -c '^ok ' "$M/hopper.out") rows ok, $(grep -c '^not ok' "$M/hopper.out") not ok"
-	[ "$rc" -eq 0 ] || fail "hopper --check (tests/gpu/kern.sh)"
-}
+sec_flash() { kerncheck flash; }
+sec_hopper() { kerncheck hopper; }
 
 # One run, so the ratios compare kernels under the same clocks and inputs.
 sec_versus() {
