@@ -1,29 +1,1047 @@
-/* hopper's bwd pass (namespace hb): not written yet, so check() refuses
- * every shape and kbench writes an `unsupported` row. */
+/* hopper's bwd pass (namespace hb): FlashAttention-3 style, sm_90a.
+ *
+ * D = rowsum(dO*O) first, with the LSE copied beside it into padded rows of
+ * a multiple of 64 (LSE*log2e, +inf where a row allows nothing or lies past
+ * sq, so that P = exp2(S*scale*log2e - L) is 0 there without a mask).  The
+ * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
+ * heaviest first, a k-tile every query sees split among several CTAs that
+ * add their dK/dV to an fp32 slot (flash's bplan_items).  Two warpgroups of
+ * 64 keys each; K and V of the tile stay in shared memory (TMA, 128-byte
+ * swizzle) while the CTA walks the transposed plan over every q-head of the
+ * GQA group, Q, dO, L and D of each q-tile of 64 rows arriving through a
+ * two-stage ring of mbarriers, the next tile loading while this one runs.
+ * Per q-tile and warpgroup, all by wgmma:
+ *   S^T = K Q^T and dP^T = V dO^T (both operands in shared memory);
+ *   P^T = exp2(S^T*sl - L), dS^T = P^T (dP^T - D), in registers in exactly
+ *   the A-operand layout the next products need;
+ *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
+ *   transposed from the same shared tiles);
+ *   dS^T to shared memory, then dQ (+)= dS K, added to an fp32 workspace
+ *   with vector atomics and converted (scale folded) by a last kernel.
+ * dK/dV of a kv-head sum over its q-heads in registers: no atomics.  Only
+ * the plan's partial tiles mask elements (cut bits, as flash does); K and V
+ * rows past sk arrive as zeros from TMA and are masked on the last k-tile
+ * alone, so that no inf can reach dQ.
+ *
+ * Shared tiles are TMA boxes of 64 columns (128 bytes) with the 128-byte
+ * swizzle: element (r, c) of a box at r*128 + ((c/8 ^ r%8)*16) + c%8*2,
+ * every box 1024-byte aligned, as the wgmma descriptors require. */
+#include <cuda.h>
+#include <limits.h>
+#include <math.h>
+
 namespace hb {
+
+#define HB_LOG2E 1.4426950408889634f
+
+enum { BK = 128, BQ = 64, NT = 256 };
+
+template <typename T> struct dt;
+template <> struct dt<__nv_bfloat16> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ float2 unpack(uint32_t u) {
+		return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
+	}
+};
+template <> struct dt<__half> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__half2 v = __floats2half2_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ float2 unpack(uint32_t u) {
+		return __half22float2(*reinterpret_cast<__half2 *>(&u));
+	}
+};
+
+/* ---- PTX ---------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint32_t smaddr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+static __device__ __forceinline__ void sts32(uint32_t a, uint32_t v)
+{
+	asm volatile("st.shared.b32 [%0], %1;" :: "r"(a), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ void bar_init(uint32_t bar, int n)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ void bar_expect(uint32_t bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity)
+{
+	asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+	    "@!p bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+/* A box of a 4-d tensor map (column, head, row, batch) into shared memory. */
+static __device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3, uint32_t bar)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+	    " [%0], [%1, {%2, %3, %4, %5}], [%6];"
+	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+
+static __device__ __forceinline__ void bulk(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+	    :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+static __device__ __forceinline__ void wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void wg_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads or writes across the
+ * asynchronous wgmma that owns them. */
+template <int N> static __device__ __forceinline__ void reg_fence(float (&d)[N])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+/* Shared-memory matrix descriptor, 128-byte swizzle.  lbo: bytes between
+ * 64-element blocks along M/N of an MN-major operand (unused K-major);
+ * sbo: bytes between groups of 8 rows (1024 for a dense box). */
+static __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo)
+{
+	return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 |
+	    (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+
+/* wgmma m64nNk16, fp32 accumulators; ssN: A and B from shared memory
+ * (TA/TB: 0 K-major, 1 M/N-major), rsN: A from registers.  acc == 0
+ * overwrites d.  The first argument picks the element type. */
+template <int TA, int TB> static __device__ __forceinline__ void ss32(__nv_bfloat16*, float (&d)[16], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs32(__nv_bfloat16*, float (&d)[16], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %22;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+template <int TA, int TB> static __device__ __forceinline__ void ss32(__half*, float (&d)[16], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs32(__half*, float (&d)[16], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %22;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+template <int TA, int TB> static __device__ __forceinline__ void ss64(__nv_bfloat16*, float (&d)[32], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs64(__nv_bfloat16*, float (&d)[32], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+template <int TA, int TB> static __device__ __forceinline__ void ss64(__half*, float (&d)[32], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs64(__half*, float (&d)[32], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+template <int TA, int TB> static __device__ __forceinline__ void ss128(__nv_bfloat16*, float (&d)[64], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs128(__nv_bfloat16*, float (&d)[64], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+template <int TA, int TB> static __device__ __forceinline__ void ss128(__half*, float (&d)[64], uint64_t a, uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	    : "l"(a), "l"(b), "r"(acc), "n"(TA), "n"(TB));
+}
+template <int TB> static __device__ __forceinline__ void rs128(__half*, float (&d)[64], const uint32_t (&a)[4], uint64_t b, int acc)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+		    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+		    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+		    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+		    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+		    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+		    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+		    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(acc), "n"(TB));
+}
+
+/* ---- masks ---------------------------------------------------------------- */
+
+/* The 32 scores a thread holds of its warp's 16 x 64 block of S^T:
+ * element b = 4j + x at key kb + 8(x>>1), query qb + 8j + (x&1), with
+ * kb = key row g of the warp, qb = 2t of the q-tile (the wgmma
+ * accumulator layout).  cut_bits: the elements some cut allows;
+ * rectangles cost a compare or two per distinct row and column, only
+ * diagonal cuts test every element. */
+struct lay {
+	enum { NQ = 16, NK = 2 };
+	static __host__ __device__ constexpr int qoff(int u) { return (u >> 1) * 8 + (u & 1); }
+	static __host__ __device__ constexpr int koff(int u) { return u * 8; }
+	static __host__ __device__ constexpr int qi(int b) { return (b >> 2) * 2 + (b & 1); }
+	static __host__ __device__ constexpr int ki(int b) { return (b & 3) >> 1; }
+};
+
+static __host__ __device__ constexpr uint32_t qbits(int u)
+{
+	uint32_t m = 0;
+	for (int b = 0; b < 32; b++)
+		if (lay::qi(b) == u)
+			m |= 1u << b;
+	return m;
+}
+
+static __host__ __device__ constexpr uint32_t kbits(int u)
+{
+	uint32_t m = 0;
+	for (int b = 0; b < 32; b++)
+		if (lay::ki(b) == u)
+			m |= 1u << b;
+	return m;
+}
+
+static __device__ __forceinline__ uint32_t rect_bits(int qb, int kb, int q0, int q1, int k0, int k1)
+{
+	uint32_t qm = 0, km = 0;
+	const int a0 = qb - q0, a1 = qb - q1, b0 = kb - k0, b1 = kb - k1;
+#pragma unroll
+	for (int u = 0; u < lay::NQ; u++)
+		qm |= a0 >= -lay::qoff(u) && a1 < -lay::qoff(u) ? qbits(u) : 0;
+#pragma unroll
+	for (int u = 0; u < lay::NK; u++)
+		km |= b0 >= -lay::koff(u) && b1 < -lay::koff(u) ? kbits(u) : 0;
+	return qm & km;
+}
+
+/* [rq0,rq1) x [rk0,rk1) is the warp's region: cuts outside it are skipped. */
+static __device__ __forceinline__ uint32_t cut_bits(const plan_cut *cut, int n, int qb, int kb,
+    int rq0, int rq1, int rk0, int rk1)
+{
+	uint32_t ok = 0;
+	for (int c = 0; c < n; c++) {
+		const plan_cut P = cut[c];
+		if (P.q1 <= rq0 || P.q0 >= rq1 || P.k1 <= rk0 || P.k0 >= rk1)
+			continue;
+		uint32_t in = rect_bits(qb, kb, P.q0, P.q1, P.k0, P.k1);
+		if (P.kind != MASK_FULL && in) {
+			const int lo = P.kind == MASK_INVCAUSAL || P.kind == MASK_BICAUSAL ? P.k0 - P.q0 : INT_MIN;
+			const int hi = P.kind == MASK_CAUSAL || P.kind == MASK_BICAUSAL ? P.k1 - P.q1 : INT_MAX;
+			const int d = kb - qb;
+#pragma unroll
+			for (int b = 0; b < 32; b++) {
+				const int o = lay::koff(lay::ki(b)) - lay::qoff(lay::qi(b));
+				if (d + o < lo || d + o > hi)
+					in &= ~(1u << b);
+			}
+		}
+		ok |= in;
+	}
+	return ok;
+}
+
+/* ---- small kernels --------------------------------------------------------- */
+
+/* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, rows padded to sqp:
+ * one warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf
+ * gets L = +inf (P = 0) and D = 0. */
+template <typename T, int HD>
+__global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
+    int64_t nrows, int sq, int sqp, int hq)
+{
+	constexpr int PER = HD / 32;
+	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	const int lane = threadIdx.x & 31;
+	if (row >= nrows)
+		return;
+	const int h = (int)(row % hq);
+	const int64_t bq = row / hq;
+	const int q = (int)(bq % sqp);
+	const int64_t b = bq / sqp;
+	float sum = 0;
+	if (q < sq) {
+		const int64_t src = ((b * sq + q) * hq + h) * HD + lane * PER;
+#pragma unroll
+		for (int i = 0; i < PER; i += 2) {
+			float2 x = dt<T>::unpack(*(const uint32_t *)(o + src + i));
+			float2 y = dt<T>::unpack(*(const uint32_t *)(dout + src + i));
+			sum += x.x * y.x + x.y * y.y;
+		}
+#pragma unroll
+		for (int off = 16; off > 0; off >>= 1)
+			sum += __shfl_xor_sync(0xffffffffu, sum, off);
+	}
+	if (lane == 0) {
+		const int64_t dst = (b * hq + h) * sqp + q;
+		const float l = q < sq ? lse[(b * hq + h) * sq + q] : -INFINITY;
+		D[dst] = sum;
+		L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+	}
+}
+
+template <typename T>
+__global__ void conv_dq(const float *acc, T *dq, int64_t n, float scale)
+{
+	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+	    i += (int64_t)gridDim.x * blockDim.x * 4) {
+		float4 x = *(const float4 *)(acc + i);
+		uint2 u;
+		u.x = dt<T>::pack(x.x * scale, x.y * scale);
+		u.y = dt<T>::pack(x.z * scale, x.w * scale);
+		*(uint2 *)(dq + i) = u;
+	}
+}
+
+/* The split k-tiles' fp32 slots into dk and dv. */
+template <typename T, int HD>
+__global__ void conv_kv(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
+    int64_t n, int batch, int hkv, int sk)
+{
+	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+	    i += (int64_t)gridDim.x * blockDim.x * 4) {
+		const int col = (int)(i % HD);
+		int64_t r = i / HD;
+		const int row = (int)(r % BK);
+		r /= BK;
+		const int hk = (int)(r % hkv);
+		r /= hkv;
+		const int b = (int)(r % batch);
+		const int64_t k = (int64_t)slotkt[r / batch] * BK + row;
+		if (k >= sk)
+			continue;
+		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
+		float4 x = *(const float4 *)(wsk + i), y = *(const float4 *)(wsv + i);
+		uint2 u, v;
+		u.x = dt<T>::pack(x.x, x.y);
+		u.y = dt<T>::pack(x.z, x.w);
+		v.x = dt<T>::pack(y.x, y.y);
+		v.y = dt<T>::pack(y.z, y.w);
+		*(uint2 *)(dk + o) = u;
+		*(uint2 *)(dv + o) = v;
+	}
+}
+
+/* ---- the main kernel -------------------------------------------------------- */
+
+struct args {
+	const float *L, *D;        /* padded rows [b][hq][sqp] */
+	float *dqa;
+	void *dk, *dv;
+	float *wsk, *wsv;          /* fp32 dK, dV of split k-tiles, [slot][b][hkv][BK][hd] */
+	const int32_t *row;
+	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
+	const plan_ent *ent;
+	const plan_cut *cut;
+	int sq, sk, sqp, hq, hkv, nkt, group, mgroup, batch;
+	float sl, scale;
+};
+
+/* Where a CTA's walk stands: q-head gi of the group, entry e (of e1) of
+ * that head's row, q-tile t. */
+struct bwalk {
+	int gi, e, e1, t;
+};
+
+static __device__ __forceinline__ bool bwalk_row(bwalk &w, const args &a, int hk, int kt)
+{
+	for (; w.gi < a.group; w.gi++) {
+		const int h = hk * a.group + w.gi, r = (h / a.mgroup) * a.nkt + kt;
+		w.e = a.row[r];
+		w.e1 = a.row[r + 1];
+		if (w.e < w.e1) {
+			w.t = a.ent[w.e].t0;
+			return true;
+		}
+	}
+	return false;
+}
+
+static __device__ __forceinline__ bool bwalk_seek(bwalk &w, const args &a, int hk, int kt, int pos)
+{
+	while (bwalk_row(w, a, hk, kt)) {
+		for (; w.e < w.e1; w.e++) {
+			const int n = a.ent[w.e].t1 - a.ent[w.e].t0;
+			if (pos < n) {
+				w.t = a.ent[w.e].t0 + pos;
+				return true;
+			}
+			pos -= n;
+		}
+		w.gi++;
+	}
+	return false;
+}
+
+static __device__ __forceinline__ bool bwalk_next(bwalk &w, const args &a, int hk, int kt)
+{
+	if (++w.t < a.ent[w.e].t1)
+		return true;
+	if (++w.e < w.e1) {
+		w.t = a.ent[w.e].t0;
+		return true;
+	}
+	w.gi++;
+	return bwalk_row(w, a, hk, kt);
+}
+
+/* Shared memory: K, V [HD/64][BK][64]; Q, dO [2 stages][HD/64][BQ][64];
+ * dS^T [2][BK][BQ]; L, D [2][BQ]; mbarriers: K/V, full[2], empty[2]. */
+template <int HD> struct lay_smem {
+	enum {
+		KB = BK * HD * 2, QB = BQ * HD * 2, SB = BK * BQ * 2,
+		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + 2 * QB, S = 2 * KB + 4 * QB,
+		L = S + 2 * SB, D = L + 2 * BQ * 4, BAR = D + 2 * BQ * 4,
+		TOTAL = BAR + 64 + 1024     /* + alignment of the base to 1024 */
+	};
+};
+
+static __device__ __forceinline__ void bar_arrive(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+
+template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			asm volatile("" : "+r"(r[i][j]) :: "memory");
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap tq,
+    const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
+    const __grid_constant__ CUtensorMap tv, const args a)
+{
+	typedef lay_smem<HD> M;
+	constexpr int CB = HD / 64, KS = HD / 16;
+	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
+	extern __shared__ unsigned char smraw[];
+	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
+	unsigned char *sm = smraw + (s0 - smaddr(smraw));
+	/* barkv; full[s] at barq + 8s; empty[s] at barq + 16 + 8s */
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8;
+	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
+	const int g = lane >> 2, t4 = lane & 3;
+	const int4 item = a.item[blockIdx.y];
+	const int hk = blockIdx.x, kt = item.x, b = blockIdx.z;
+	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
+	T *tag = nullptr;
+
+	if (tid == 0) {
+		bar_init(barkv, 1);
+		bar_init(barq, 1);
+		bar_init(barq + 8, 1);
+		bar_init(barq + 16, NT / 32);
+		bar_init(barq + 24, NT / 32);
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	}
+	__syncthreads();
+
+	/* Q, dO, L and D of one q-tile into stage s (thread 0). */
+	auto load_q = [&](const bwalk &w, int s) {
+		const int h = hk * a.group + w.gi, q0 = w.t * BQ;
+		const uint32_t bar = barq + 8 * s;
+		bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
+#pragma unroll
+		for (int c = 0; c < CB; c++) {
+			tma4(s0 + M::Q + s * M::QB + c * QBOX, &tq, c * 64, h, q0, b, bar);
+			tma4(s0 + M::O + s * M::QB + c * QBOX, &tdo, c * 64, h, q0, b, bar);
+		}
+		const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
+		bulk(s0 + M::L + s * BQ * 4, a.L + off, BQ * 4, bar);
+		bulk(s0 + M::D + s * BQ * 4, a.D + off, BQ * 4, bar);
+	};
+
+	bwalk w = {0, 0, 0, 0};
+	int left = item.z;
+	bool more = left > 0 && bwalk_seek(w, a, hk, kt, item.y);
+	if (tid == 0) {
+		bar_expect(barkv, 2 * M::KB);
+#pragma unroll
+		for (int c = 0; c < CB; c++) {
+			tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, k0, b, barkv);
+			tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
+		}
+		if (more)
+			load_q(w, 0);
+	}
+
+	float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+	for (int i = 0; i < HD / 2; i++)
+		dk[i] = dv[i] = 0;
+
+	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
+	uint32_t kvalid = ~0u;
+	if (k0 + BK > a.sk)
+		kvalid = rect_bits(0, k0 + kr + g, 0, 1 << 30, 0, a.sk);
+	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
+
+	bar_wait(barkv, 0);
+	for (int it = 0; more; it++) {
+		const int st = it & 1;
+		const bwalk cur = w;
+		const int h = hk * a.group + cur.gi, q0 = cur.t * BQ;
+		const plan_ent E = a.ent[cur.e];
+		more = --left > 0 && bwalk_next(w, a, hk, kt);
+		/* The next tile into the other stage once both warpgroups are
+		 * done with the tile before this one. */
+		if (tid == 0 && more) {
+			if (it > 0)
+				bar_wait(barq + 16 + 8 * (st ^ 1), ((it - 1) >> 1) & 1);
+			load_q(w, st ^ 1);
+		}
+		bar_wait(barq + 8 * st, (it >> 1) & 1);
+
+		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
+		const uint32_t sS = s0 + M::S + st * M::SB;
+		float s[32], dp[32];
+#pragma unroll
+		for (int i = 0; i < 32; i++)
+			s[i] = dp[i] = 0;
+		reg_fence(s);
+		reg_fence(dp);
+		wg_fence();
+#pragma unroll
+		for (int ks = 0; ks < KS; ks++) {
+			const uint32_t ko = (ks >> 2) * KBOX + wg * 64 * 128 + (ks & 3) * 32;
+			const uint32_t qo = (ks >> 2) * QBOX + (ks & 3) * 32;
+			ss64<0, 0>(tag, s, desc(s0 + M::K + ko, 16), desc(sQ + qo, 16), ks);
+		}
+		wg_commit();
+#pragma unroll
+		for (int ks = 0; ks < KS; ks++) {
+			const uint32_t ko = (ks >> 2) * KBOX + wg * 64 * 128 + (ks & 3) * 32;
+			const uint32_t qo = (ks >> 2) * QBOX + (ks & 3) * 32;
+			ss64<0, 0>(tag, dp, desc(s0 + M::V + ko, 16), desc(sO + qo, 16), ks);
+		}
+		wg_commit();
+
+		/* Partial tiles: the allowed scores, while the products run. */
+		uint32_t ok = kvalid;
+		if (E.ncut > 0)
+			ok &= cut_bits(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
+
+		/* P^T = exp2(S^T sl - L) while dP^T is still running; dV += P^T dO
+		 * goes out before dS^T is known. */
+		wg_wait<1>();
+		reg_fence(s);
+		uint32_t pa[4][4], da[4][4];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4);
+#pragma unroll
+			for (int x = 0; x < 4; x++) {
+				const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
+				s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
+			}
+			pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
+			pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
+		}
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BQ / 16; kk++) {
+			if constexpr (HD == 128)
+				rs128<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+			else
+				rs64<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+		}
+		wg_commit();
+
+		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ. */
+		wg_wait<1>();
+		reg_fence(dp);
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float2 d = *(const float2 *)(cD + 8 * j + 2 * t4);
+			float ds[4];
+#pragma unroll
+			for (int x = 0; x < 4; x++)
+				ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? d.y : d.x));
+			da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
+			da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
+			sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
+			sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
+		}
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BQ / 16; kk++) {
+			if constexpr (HD == 128)
+				rs128<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+			else
+				rs64<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+		}
+		wg_commit();
+		/* dS^T of both warpgroups in shared memory (a named barrier: the
+		 * whole CTA, but apart from __syncthreads' own). */
+		asm volatile("bar.sync 1, 256;" ::: "memory");
+
+		/* dQ = dS K: A = dS^T read M-major.  HD 128: warpgroup wg takes
+		 * columns 64wg.. over all 128 keys; HD 64: its own 64 keys, every
+		 * column (the two halves add in the workspace). */
+		float dq[32];
+#pragma unroll
+		for (int i = 0; i < 32; i++)
+			dq[i] = 0;
+		reg_fence(dq);
+		wg_fence();
+		if constexpr (HD == 128) {
+#pragma unroll
+			for (int kk = 0; kk < BK / 16; kk++)
+				ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < 4; kk++)
+				ss64<1, 1>(tag, dq, desc(sS + (wg * 4 + kk) * 2048, 0),
+				    desc(s0 + M::K + (wg * 4 + kk) * 2048, 0), 1);
+		}
+		wg_commit();
+		wg_wait<0>();
+		reg_fence(dq);
+		reg_fence(dk);
+		reg_fence(dv);
+		reg_fence(pa);
+		reg_fence(da);
+		/* this warp is done with the stage (dV and dK read it) */
+		__syncwarp();
+		if (lane == 0)
+			bar_arrive(barq + 16 + 8 * st);
+		{
+			const int nb = HD == 128 ? wg * 64 : 0;
+#pragma unroll
+			for (int rr = 0; rr < 2; rr++) {
+				const int qq = q0 + wi * 16 + g + rr * 8;
+				if (qq >= a.sq)
+					continue;
+				float *dst = a.dqa + (((int64_t)b * a.sq + qq) * a.hq + h) * HD + nb + t4 * 2;
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					atomicAdd((float2 *)(dst + j * 8), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));
+			}
+		}
+	}
+
+	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
+	if (item.w >= 0) {
+		/* a split k-tile: add to its fp32 slot, converted at the end */
+		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BK * HD;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int row = kr + g + rr * 8;
+			float *pk = a.wsk + so + row * HD + t4 * 2, *pv = a.wsv + so + row * HD + t4 * 2;
+#pragma unroll
+			for (int j = 0; j < HD / 8; j++) {
+				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale));
+				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
+			}
+		}
+		return;
+	}
+	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
+	const int64_t ldk = (int64_t)a.hkv * HD;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int kk = k0 + kr + g + rr * 8;
+		if (kk >= a.sk)
+			continue;
+		const int64_t off = (int64_t)kk * ldk + t4 * 2;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
+			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+		}
+	}
+}
+
+/* ---- host ------------------------------------------------------------------ */
+
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+struct state {
+	struct attn_shape s;
+	int mheads, sqp, nkt;
+	int32_t *row, *slotkt;
+	plan_ent *ent;
+	plan_cut *cut;
+	int4 *item;
+	int nitems, nslots;
+	float *dqa, *L, *D, *ws;
+	encode_fn encode;
+};
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
 {
-	(void)s; (void)m;
-	return "bwd pass not written yet";
-}
-
-static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
-{
-	(void)st; (void)s; (void)m;
-	snprintf(err, errlen, "bwd pass not written yet");
-	return KERN_ERR;
-}
-
-static int run(void *st, const struct attn_io *io)
-{
-	(void)st; (void)io;
-	return KERN_ERR;
+	if (s->hd != 64 && s->hd != 128)
+		return "head_dim must be 64 or 128";
+	if (s->dtype != DT_BF16 && s->dtype != DT_FP16)
+		return "dtype must be bf16 or fp16";
+	if (s->hkv < 1 || s->hq % s->hkv != 0 || m->heads < 1 || s->hq % m->heads != 0)
+		return "heads_q must be a multiple of heads_kv and of the mask heads";
+	if (s->sq >= INT32_MAX - 256 || s->sk >= INT32_MAX - 256)
+		return "sequence longer than 2^31";
+	if (s->batch > 65535 || s->hkv > 65535)
+		return "grid too large";
+	return NULL;
 }
 
 static void fini(void *st)
 {
-	(void)st;
+	struct state *f = (struct state *)st;
+	if (f == NULL)
+		return;
+	dev_free(f->row);
+	dev_free(f->slotkt);
+	dev_free(f->ent);
+	dev_free(f->cut);
+	dev_free(f->item);
+	dev_free(f->dqa);
+	dev_free(f->L);
+	dev_free(f->D);
+	dev_free(f->ws);
+	free(f);
+}
+
+static int upload(void **dst, const void *src, size_t n)
+{
+	if (dev_alloc(dst, n ? n : 16) != 0)
+		return KERN_OOM;
+	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+		return KERN_ERR;
+	return KERN_OK;
+}
+
+static int by_count(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->z != j->z)
+		return i->z > j->z ? -1 : 1;
+	return i->x > j->x ? -1 : i->x < j->x;
+}
+
+/* The CTAs, heaviest walk first.  A k-tile's walk is every q-tile of every
+ * q-head of the GQA group; one longer than an eighth of an SM's fair share
+ * of the pass is cut into stretches, each its own CTA adding dK/dV to an
+ * fp32 slot, so that the keys every query sees do not run alone at the
+ * end (flash's rule). */
+static int items(struct state *f, const struct plan *p)
+{
+	const struct attn_shape *s = &f->s;
+	const int n = p->nkt, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
+	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
+	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
+	int4 *item = NULL;
+	int nsm = 132, dev = 0, ni = 0, rc;
+
+	if (lmax == NULL || slotkt == NULL) {
+		rc = KERN_ERR;
+		goto out;
+	}
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		nsm = 132;
+	for (int kt = 0; kt < n; kt++)
+		for (int hk = 0; hk < s->hkv; hk++) {
+			int64_t len = 0;
+			for (int gi = 0; gi < group; gi++) {
+				const int r = ((hk * group + gi) / mgroup) * n + kt;
+				for (int e = p->row[r]; e < p->row[r + 1]; e++)
+					len += p->ent[e].t1 - p->ent[e].t0;
+			}
+			total += len;
+			if (len > lmax[kt])
+				lmax[kt] = len;
+		}
+	total *= s->batch;
+	cap = total / ((int64_t)nsm * 8) + 1;
+	if (cap < 64)
+		cap = 64;
+	for (int kt = 0; kt < n; kt++)
+		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+	if (ni > 65535) {
+		rc = KERN_ERR;
+		goto out;
+	}
+	if ((item = (int4 *)calloc(ni ? ni : 1, sizeof *item)) == NULL) {
+		rc = KERN_ERR;
+		goto out;
+	}
+	ni = 0;
+	f->nslots = 0;
+	for (int kt = 0; kt < n; kt++) {
+		if (lmax[kt] <= cap) {
+			item[ni++] = make_int4(kt, 0, (int)lmax[kt], -1);
+			continue;
+		}
+		const int nch = (int)((lmax[kt] + cap - 1) / cap);
+		const int c = (int)((lmax[kt] + nch - 1) / nch);
+		for (int i = 0; i < nch; i++)
+			item[ni++] = make_int4(kt, i * c, c, f->nslots);
+		slotkt[f->nslots++] = kt;
+	}
+	qsort(item, ni, sizeof *item, by_count);
+	f->nitems = ni;
+	if ((rc = upload((void **)&f->item, item, (size_t)ni * sizeof *item)) == KERN_OK)
+		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
+out:
+	free(lmax);
+	free(slotkt);
+	free(item);
+	return rc;
+}
+
+template <typename T, int HD> static cudaError_t set_smem(void)
+{
+	return cudaFuncSetAttribute(bwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
+}
+
+static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
+{
+	struct state *f = (struct state *)calloc(1, sizeof *f);
+	struct plan p, pt;
+	cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+	int rc;
+	cudaError_t ce;
+
+	*st = NULL;
+	if (f == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		return KERN_ERR;
+	}
+	f->s = *s;
+	f->mheads = m->heads;
+	f->sqp = (int)((s->sq + BQ - 1) / BQ * BQ);
+	if (s->dtype == DT_BF16)
+		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
+	else
+		ce = s->hd == 64 ? set_smem<__half, 64>() : set_smem<__half, 128>();
+	if (ce == cudaSuccess)
+		ce = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+	if (ce != cudaSuccess || fn == NULL) {
+		snprintf(err, errlen, "hopper bwd setup: %s", cudaGetErrorString(ce));
+		free(f);
+		return KERN_ERR;
+	}
+	f->encode = (encode_fn)fn;
+	if (plan_build(&p, m, BQ, BK, err, errlen) != 0) {
+		free(f);
+		return KERN_ERR;
+	}
+	rc = plan_transpose(&pt, &p, err, errlen);
+	plan_free(&p);
+	if (rc != 0) {
+		free(f);
+		return KERN_ERR;
+	}
+	f->nkt = pt.nkt;
+	if ((rc = upload((void **)&f->row, pt.row, (size_t)(pt.nrows + 1) * sizeof *pt.row)) == KERN_OK &&
+	    (rc = upload((void **)&f->ent, pt.ent, (size_t)pt.nent * sizeof *pt.ent)) == KERN_OK &&
+	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK)
+		rc = items(f, &pt);
+	plan_free(&pt);
+	if (rc != KERN_OK) {
+		snprintf(err, errlen, rc == KERN_OOM ? "out of device memory for the plan" :
+		    "plan upload failed (or more than 65535 CTAs of k-tiles)");
+		fini(f);
+		return rc;
+	}
+	*st = f;
+	return KERN_OK;
+}
+
+static int launched(const char *what)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess)
+		return KERN_OK;
+	warnx("hopper bwd: %s: %s", what, cudaGetErrorString(e));
+	return KERN_ERR;
+}
+
+/* [batch][seq][heads][HD] as a 4-d map of 64-column boxes of rows rows. */
+static int tmap(struct state *f, CUtensorMap *m, const void *base, int64_t seq, int heads, int hd, int rows)
+{
+	const cuuint64_t dim[4] = {(cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)f->s.batch};
+	const cuuint64_t str[3] = {(cuuint64_t)hd * 2, (cuuint64_t)heads * hd * 2, (cuuint64_t)seq * heads * hd * 2};
+	const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
+	CUresult r = f->encode(m, f->s.dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+	    4, (void *)base, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		warnx("hopper bwd: cuTensorMapEncodeTiled: error %d", (int)r);
+		return KERN_ERR;
+	}
+	return KERN_OK;
+}
+
+template <typename T, int HD> static int run_t(struct state *f, const struct attn_io *io)
+{
+	const struct attn_shape *s = &f->s;
+	cudaStream_t st = (cudaStream_t)io->stream;
+	const int64_t nq = (int64_t)s->batch * s->sq * s->hq * HD;
+	const int64_t npad = (int64_t)s->batch * s->hq * f->sqp;
+	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * BK * HD;
+	CUtensorMap tq, tdo, tk, tv;
+	int rc;
+
+	/* The workspace is made on first use: a forward-only run needs none. */
+	if (f->dqa == NULL && (dev_alloc((void **)&f->dqa, (size_t)nq * sizeof(float)) != 0 ||
+	    dev_alloc((void **)&f->L, (size_t)npad * sizeof(float)) != 0 ||
+	    dev_alloc((void **)&f->D, (size_t)npad * sizeof(float)) != 0 ||
+	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0)))
+		return KERN_OOM;
+	if ((rc = tmap(f, &tq, io->q, s->sq, s->hq, HD, BQ)) != KERN_OK ||
+	    (rc = tmap(f, &tdo, io->dout, s->sq, s->hq, HD, BQ)) != KERN_OK ||
+	    (rc = tmap(f, &tk, io->k, s->sk, s->hkv, HD, BK)) != KERN_OK ||
+	    (rc = tmap(f, &tv, io->v, s->sk, s->hkv, HD, BK)) != KERN_OK)
+		return rc;
+	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
+	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
+		return launched("memset");
+	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
+	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq);
+	if ((rc = launched("prep")) != KERN_OK)
+		return rc;
+
+	args a;
+	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
+	a.wsk = f->ws; a.wsv = f->ws + nws;
+	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
+	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
+	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
+	a.sl = (float)s->scale * HB_LOG2E;
+	a.scale = (float)s->scale;
+	dim3 grid(s->hkv, f->nitems, s->batch);
+	bwd<T, HD><<<grid, NT, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, a);
+	if ((rc = launched("main")) != KERN_OK)
+		return rc;
+	if (nws > 0) {
+		conv_kv<T, HD><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
+		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
+		if ((rc = launched("dk/dv")) != KERN_OK)
+			return rc;
+	}
+	conv_dq<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
+	return launched("dq");
+}
+
+static int run(void *st, const struct attn_io *io)
+{
+	struct state *f = (struct state *)st;
+	if (f->s.dtype == DT_BF16)
+		return f->s.hd == 64 ? run_t<__nv_bfloat16, 64>(f, io) : run_t<__nv_bfloat16, 128>(f, io);
+	return f->s.hd == 64 ? run_t<__half, 64>(f, io) : run_t<__half, 128>(f, io);
 }
 
 }
