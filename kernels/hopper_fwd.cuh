@@ -1,29 +1,706 @@
-/* hopper's fwd pass (namespace hf): not written yet, so check() refuses
- * every shape and kbench writes an `unsupported` row. */
+/* hopper's fwd pass (namespace hf): FlashAttention-3 style on sm_90a.
+ *
+ * CTA = (q-head, q-tile of 128 rows, batch), 384 threads in three
+ * warpgroups.  Warpgroup 0 is the producer: one thread issues TMA copies
+ * (cp.async.bulk.tensor, 128-byte swizzle, zero fill past the sequence
+ * ends) of the Q tile once and of K and V tiles of 128 keys into a ring of
+ * shared-memory stages, each guarded by mbarriers (full: the copy landed,
+ * with its byte count; empty: both consumers are done with the stage).  It
+ * gives most of its registers away (setmaxnreg.dec) to warpgroups 1 and 2,
+ * the consumers, 64 q-rows each (setmaxnreg.inc).
+ *
+ * A consumer computes S = Q K^T with wgmma (both operands in shared
+ * memory, K-major descriptors), masks S only on the plan's partial tiles
+ * and on the ragged last k-tile, runs the online softmax in the log2 domain
+ * (ex2.approx) and turns P into the A fragment of O += P V in registers (the
+ * accumulator layout of a 16-key slab is that fragment's layout), V read
+ * from shared memory through an N-major (transposed) descriptor.
+ *
+ * Within a warpgroup the GEMMs overlap the softmax: S(j+1) = Q K(j+1)^T and
+ * O += P(j) V(j) are issued together, the softmax of S(j+1) runs as soon as
+ * the first completes, while the tensor cores still do the second.
+ *
+ * The plan (tiles 128 x 128) drives the walk exactly as in flash.cu: full
+ * tiles are never masked, partial ones are masked from their cuts, and
+ * q-tiles run heaviest first. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <limits.h>
+#include <math.h>
+
 namespace hf {
+
+enum { BQ = 128, BK = 128, NT = 384 };
+
+static const float LOG2E = 1.4426950408889634f;
+static const float LN2 = 0.6931471805599453f;
+
+template <int HD> struct cfg {
+	enum {
+		STAGES = HD == 128 ? 2 : 3,
+		QB = BQ * HD * 2,                  /* bytes of the Q tile */
+		KB = BK * HD * 2,                  /* bytes of one K (or V) tile */
+		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
+		BAR = QB + 2 * STAGES * KB,
+		SMEM = BAR + 8 * (1 + 3 * STAGES) + 1024,
+	};
+};
+
+struct args {
+	const int32_t *row, *order;
+	const plan_ent *ent;
+	const plan_cut *cut;
+	void *o;
+	float *lse;
+	int sq, sk, hq, nqt, group, mgroup;
+	float sl;                  /* scale * log2(e) */
+};
+
+/* ---- PTX wrappers ------------------------------------------------------ */
+
+static __device__ __forceinline__ uint32_t smaddr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void bar_init(uint32_t b, int n)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n));
+}
+
+static __device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void bar_arrive(uint32_t b)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory");
+}
+
+static __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t phase)
+{
+	asm volatile("{\n\t.reg .pred p;\n"
+	    "HF_WAIT:\n\t"
+	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+	    "@!p bra HF_WAIT;\n}" :: "r"(b), "r"(phase) : "memory");
+}
+
+/* One box of the 4-d tensor map (element, head, row, batch) into shared
+ * memory, completing on mbarrier b. */
+static __device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
+    uint32_t b)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+	    " [%0], [%1, {%2, %3, %4, %5}], [%6];"
+	    :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(b) : "memory");
+}
+
+/* A shared-memory matrix descriptor with 128-byte swizzle: lbo and sbo in
+ * bytes (K-major: lbo unused, sbo = 8 rows of 128 bytes; N-major: lbo =
+ * the distance between 64-element column blocks, sbo = 8 rows). */
+static __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+	return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
+	    (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
+}
+
+static __device__ __forceinline__ void wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void wg_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads or writes across the
+ * asynchronous wgmma that owns them. */
+template <int N> static __device__ __forceinline__ void pin(float *d)
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		asm volatile("" : "+r"(p[i][0]), "+r"(p[i][1]), "+r"(p[i][2]), "+r"(p[i][3]) :: "memory");
+}
+
+#define HF_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+	"+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define HF_D32 HF_D8(0), HF_D8(8), HF_D8(16), HF_D8(24)
+#define HF_D64 HF_D32, HF_D8(32), HF_D8(40), HF_D8(48), HF_D8(56)
+#define HF_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define HF_R64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+	"%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+	"%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+/* d[64] (+)= A B^T, m64n128k16, A and B K-major in shared memory. */
+#define HF_SS(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " HF_R64 ", %64, %65, p, 1, 1, 0, 0;\n}" \
+	    : HF_D64 : "l"(da), "l"(db), "r"(acc))
+/* d[64] += A B, m64n128k16, A in registers, B N-major in shared memory. */
+#define HF_RS128(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " HF_R64 \
+	    ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}" \
+	    : HF_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+#define HF_RS64(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " HF_R32 \
+	    ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}" \
+	    : HF_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+
+template <typename T> struct ty;
+template <> struct ty<__nv_bfloat16> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
+	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
+	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
+};
+template <> struct ty<__half> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__half2 v = __floats2half2_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
+	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
+	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
+};
+#undef HF_D8
+#undef HF_D32
+#undef HF_D64
+#undef HF_R32
+#undef HF_R64
+#undef HF_SS
+#undef HF_RS128
+#undef HF_RS64
+
+static __device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* ---- masks of partial tiles ---------------------------------------------- */
+
+/* A thread holds, per row, the 32 scores u = 2j + x of keys kb + 8j + x
+ * (kb = tile start + 2 * (lane & 3)): the offsets grow with u, so the keys
+ * of an interval are a run of bits.  cnt(x) is the number of offsets
+ * below x. */
+static __device__ __forceinline__ int cnt(int x)
+{
+	return x <= 0 ? 0 : x >= BK ? 32 : 2 * (x >> 3) + min(x & 7, 2);
+}
+
+static __device__ __forceinline__ uint32_t low(int n)
+{
+	return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
+/* the scores with key in [a, b), both relative to kb */
+static __device__ __forceinline__ uint32_t span(int a, int b)
+{
+	return low(cnt(b)) & ~low(cnt(a));
+}
+
+/* Allowed scores of rows q[0], q[1] in the tile at k0: keys below sk that
+ * one of the cuts allows (ncut == 0: a full tile at the ragged end).  A cut
+ * allows, on one row, one interval of keys (plan_cut_allows). */
+static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut, int ncut, const int *q,
+    int kb, int sk)
+{
+	const uint32_t edge = span(-kb, sk - kb);
+	if (ncut == 0) {
+		ok[0] = ok[1] = edge;
+		return;
+	}
+	ok[0] = ok[1] = 0;
+	for (int c = 0; c < ncut; c++) {
+		const plan_cut P = cut[c];
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			if (q[rr] < P.q0 || q[rr] >= P.q1)
+				continue;
+			int lo = P.k0, hi = P.k1;
+			if (P.kind == MASK_CAUSAL || P.kind == MASK_BICAUSAL)
+				hi = min(hi, q[rr] + (P.k1 - P.q1) + 1);
+			if (P.kind == MASK_INVCAUSAL || P.kind == MASK_BICAUSAL)
+				lo = max(lo, q[rr] + (P.k0 - P.q0));
+			ok[rr] |= span(lo - kb, hi - kb);
+		}
+	}
+	ok[0] &= edge;
+	ok[1] &= edge;
+}
+
+/* The row's tiles in plan order. */
+struct walk {
+	const plan_ent *ent;
+	int e, e1, t;
+	plan_ent E;
+	__device__ __forceinline__ walk(const plan_ent *en, int e0, int e_1) : ent(en), e(e0), e1(e_1) {
+		if (e < e1) {
+			E = ent[e];
+			t = E.t0;
+		}
+	}
+	__device__ __forceinline__ bool more(void) const { return e < e1; }
+	__device__ __forceinline__ void next(void) {
+		if (++t >= E.t1 && ++e < e1) {
+			E = ent[e];
+			t = E.t0;
+		}
+	}
+};
+
+/* ---- the kernel ------------------------------------------------------------ */
+
+/* S = Q K^T for one consumer: HD/16 k-steps; each 64-column block of Q and K
+ * is its own TMA box (128 bytes a row), a k-step 32 bytes into it. */
+template <typename T, int HD>
+static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
+{
+#pragma unroll
+	for (int ks = 0; ks < HD / 16; ks++) {
+		const uint32_t off = (ks & 3) * 32;
+		ty<T>::ss(s, desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
+		    desc(sk + (ks >> 2) * BK * 128 + off, 16, 1024), ks > 0);
+	}
+}
+
+/* O += P V: BK/16 k-steps of 16 keys (2 KB of each V box); the HD columns
+ * span HD/64 boxes, BK * 128 bytes apart. */
+template <typename T, int HD>
+static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
+{
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++) {
+		const uint64_t db = desc(sv + kk * 16 * 128, BK * 128, 1024);
+		if (HD == 128)
+			ty<T>::rs128(o, p[kk], db);
+		else
+			ty<T>::rs64(o, p[kk], db);
+	}
+}
+
+/* Partial tiles and the ragged last k-tile: scores no cut allows, or of
+ * keys past sk, become -inf.  Rows past sq are never stored. */
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq)
+{
+	const int k0 = w.t * BK;
+	if (w.E.ncut == 0 && k0 + BK <= a.sk)
+		return;
+	uint32_t ok[2];
+	allowed(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
+#pragma unroll
+	for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				if (!((ok[rr] >> (2 * j + x)) & 1))
+					s[4 * j + 2 * rr + x] = -INFINITY;
+}
+
+/* Online softmax in the log2 domain: s becomes P, alpha the factor of the
+ * old O and l.  A row with nothing allowed so far keeps m = -inf and
+ * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
+ * adds up at the end). */
+static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
+{
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		float mx = m[rr];
+#pragma unroll
+		for (int j = 0; j < BK / 8; j++)
+			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		const float off = mx == -INFINITY ? 0.f : mx * sl;
+		alpha[rr] = mx != m[rr] ? ex2(m[rr] * sl - off) : 1.f;
+		m[rr] = mx;
+		float sum = 0;
+#pragma unroll
+		for (int j = 0; j < BK / 8; j++) {
+			const float p0 = ex2(fmaf(s[4 * j + 2 * rr], sl, -off));
+			const float p1 = ex2(fmaf(s[4 * j + 2 * rr + 1], sl, -off));
+			s[4 * j + 2 * rr] = p0;
+			s[4 * j + 2 * rr + 1] = p1;
+			sum += p0 + p1;
+		}
+		l[rr] = l[rr] * alpha[rr] + sum;
+	}
+}
+
+/* The accumulator of a 16-key slab is the A fragment of m64nNk16. */
+template <typename T> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
+{
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++) {
+		p[kk][0] = ty<T>::pack(s[8 * kk], s[8 * kk + 1]);
+		p[kk][1] = ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+		p[kk][2] = ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+		p[kk][3] = ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+	}
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
+    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const args a)
+{
+	typedef cfg<HD> C;
+	constexpr int S = C::STAGES, NO = HD / 2;
+	extern __shared__ unsigned char smraw[];
+	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
+	const uint32_t sQ = base, sK = base + C::QB, sV = sK + S * C::KB;
+	/* mbarriers: Q full, then K full, V full and empty per stage */
+	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bE = bV + 8 * S;
+	const int tid = threadIdx.x, wg = tid >> 7;
+	const int h = blockIdx.x, qt = a.order[blockIdx.y], b = blockIdx.z;
+	const int q0 = qt * BQ, r = (h / a.mgroup) * a.nqt + qt;
+	const int e0 = a.row[r], e1 = a.row[r + 1];
+
+	if (tid == 0) {
+		bar_init(bQ, 1);
+		for (int i = 0; i < S; i++) {
+			bar_init(bK + 8 * i, 1);
+			bar_init(bV + 8 * i, 1);
+			bar_init(bE + 8 * i, 8);       /* lane 0 of each consumer warp */
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		if (tid != 0)
+			return;
+		const int hk = h / a.group;
+		/* no copy may be left in flight when the consumers return */
+		if (e0 == e1)
+			return;
+		bar_expect(bQ, C::QB);
+#pragma unroll
+		for (int c = 0; c < HD / 64; c++)
+			tma4(sQ + c * BQ * 128, &tq, c * 64, h, q0, b, bQ);
+		int it = 0;
+		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
+			const int st = it % S;
+			const uint32_t ph = (it / S) & 1;
+			bar_wait(bE + 8 * st, ph ^ 1);
+			bar_expect(bK + 8 * st, C::KB);
+#pragma unroll
+			for (int c = 0; c < HD / 64; c++)
+				tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+			bar_expect(bV + 8 * st, C::KB);
+#pragma unroll
+			for (int c = 0; c < HD / 64; c++)
+				tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+		}
+		return;
+	}
+
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
+	/* this thread's two rows and its first key offset in a tile */
+	int qr[2];
+	qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
+	qr[1] = qr[0] + 8;
+	const int kq = 2 * (lane & 3);
+	const uint32_t sQw = sQ + cw * 64 * 128;
+
+	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
+	uint32_t p[BK / 16][4];
+#pragma unroll
+	for (int i = 0; i < NO; i++)
+		o[i] = 0;
+
+	/* The first tile alone, so that every wgmma the loop issues is waited
+	 * for on every path (ptxas serialises them otherwise). */
+	walk w(a.ent, e0, e1);
+	int it = 0, pst = 0;
+	uint32_t pph = 0;
+	if (w.more()) {
+		bar_wait(bQ, 0);
+		bar_wait(bK, 0);
+		wg_fence();
+		qk<T, HD>(s, sQw, sK);
+		wg_commit();
+		wg_wait<0>();
+		pin<64>(s);
+		mask_tile(s, a, w, qr, kq);
+		float alpha[2];
+		softmax(s, m, l, alpha, a.sl);
+		to_p<T>(p, s);
+		w.next();
+		it = 1;
+	}
+	for (; w.more(); w.next(), it++) {
+		const int st = it % S;
+		const uint32_t ph = (it / S) & 1;
+		bar_wait(bK + 8 * st, ph);
+		pin<NO>(o);
+		pin<BK / 16>(p);
+		wg_fence();
+		qk<T, HD>(s, sQw, sK + st * C::KB);
+		wg_commit();
+		bar_wait(bV + 8 * pst, pph);
+		pv<T, HD>(o, p, sV + pst * C::KB);
+		wg_commit();
+		wg_wait<1>();
+		pin<64>(s);
+		mask_tile(s, a, w, qr, kq);
+		float alpha[2];
+		softmax(s, m, l, alpha, a.sl);
+		wg_wait<0>();
+		pin<NO>(o);
+		pin<BK / 16>(p);
+		if (lane == 0)
+			bar_arrive(bE + 8 * pst);
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
+		to_p<T>(p, s);
+		pst = st;
+		pph = ph;
+	}
+	if (it > 0) {
+		bar_wait(bV + 8 * pst, pph);
+		pin<NO>(o);
+		pin<BK / 16>(p);
+		wg_fence();
+		pv<T, HD>(o, p, sV + pst * C::KB);
+		wg_commit();
+		wg_wait<0>();
+		pin<NO>(o);
+		if (lane == 0)
+			bar_arrive(bE + 8 * pst);
+	}
+
+	T *O = (T *)a.o + (((int64_t)b * a.sq) * a.hq + h) * HD;
+	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
+	const int64_t ldo = (int64_t)a.hq * HD;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		float sum = l[rr];
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		if (qr[rr] >= a.sq)
+			continue;
+		const float inv = sum > 0 ? 1.f / sum : 0.f;
+		T *orow = O + (int64_t)qr[rr] * ldo + kq;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++)
+			*(uint32_t *)(orow + 8 * j) = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
+		if ((lane & 3) == 0)
+			L[qr[rr]] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+}
+
+/* ---- host ------------------------------------------------------------------- */
+
+struct state {
+	struct attn_shape s;
+	int mheads, nqt;
+	int32_t *row, *order;
+	plan_ent *ent;
+	plan_cut *cut;
+};
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode;
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
 {
-	(void)s; (void)m;
-	return "fwd pass not written yet";
-}
-
-static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
-{
-	(void)st; (void)s; (void)m;
-	snprintf(err, errlen, "fwd pass not written yet");
-	return KERN_ERR;
-}
-
-static int run(void *st, const struct attn_io *io)
-{
-	(void)st; (void)io;
-	return KERN_ERR;
+	if (s->hd != 64 && s->hd != 128)
+		return "head_dim must be 64 or 128";
+	if (s->dtype != DT_BF16 && s->dtype != DT_FP16)
+		return "dtype must be bf16 or fp16";
+	if (s->hkv < 1 || s->hq % s->hkv != 0 || m->heads < 1 || s->hq % m->heads != 0)
+		return "heads_q must be a multiple of heads_kv and of the mask heads";
+	if (s->sq >= INT32_MAX - 256 || s->sk >= INT32_MAX - 256)
+		return "sequence longer than 2^31";
+	if ((s->sq + BQ - 1) / BQ > 65535 || s->batch > 65535 || s->hq > 65535)
+		return "grid too large";
+	return NULL;
 }
 
 static void fini(void *st)
 {
-	(void)st;
+	struct state *f = (struct state *)st;
+	if (f == NULL)
+		return;
+	dev_free(f->row);
+	dev_free(f->order);
+	dev_free(f->ent);
+	dev_free(f->cut);
+	free(f);
+}
+
+static int upload(void **dst, const void *src, size_t n)
+{
+	if (dev_alloc(dst, n ? n : 16) != 0)
+		return KERN_OOM;
+	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+		return KERN_ERR;
+	return KERN_OK;
+}
+
+static const int64_t *work_key;
+
+static int by_work(const void *x, const void *y)
+{
+	const int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
+	if (work_key[i] != work_key[j])
+		return work_key[i] > work_key[j] ? -1 : 1;
+	return i > j ? -1 : i < j;
+}
+
+template <typename T, int HD> static cudaError_t set_smem(void)
+{
+	return cudaFuncSetAttribute(fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+}
+
+static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
+{
+	struct state *f = (struct state *)calloc(1, sizeof *f);
+	struct plan p;
+	int32_t *ord = NULL;
+	int64_t *work = NULL;
+	int rc = KERN_ERR, n;
+	cudaError_t ce;
+
+	*st = NULL;
+	if (f == NULL) {
+		snprintf(err, errlen, "out of host memory");
+		return KERN_ERR;
+	}
+	f->s = *s;
+	f->mheads = m->heads;
+	if (encode == NULL) {
+		cudaDriverEntryPointQueryResult q;
+		void *fn = NULL;
+		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+		    cudaSuccess || q != cudaDriverEntryPointSuccess || fn == NULL) {
+			snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
+			free(f);
+			return KERN_ERR;
+		}
+		encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+	}
+	if (s->dtype == DT_BF16)
+		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
+	else
+		ce = s->hd == 64 ? set_smem<__half, 64>() : set_smem<__half, 128>();
+	if (ce != cudaSuccess) {
+		snprintf(err, errlen, "cudaFuncSetAttribute: %s", cudaGetErrorString(ce));
+		free(f);
+		return KERN_ERR;
+	}
+	if (plan_build(&p, m, BQ, BK, err, errlen) != 0) {
+		free(f);
+		return KERN_ERR;
+	}
+	/* heaviest q-tiles first, so the long rows of causal and document
+	 * masks do not start last and leave the machine idle at the tail */
+	n = p.nqt;
+	f->nqt = n;
+	ord = (int32_t *)calloc(n ? n : 1, sizeof *ord);
+	work = (int64_t *)calloc(n ? n : 1, sizeof *work);
+	if (ord != NULL && work != NULL) {
+		for (int r = 0; r < p.nrows; r++)
+			for (int e = p.row[r]; e < p.row[r + 1]; e++)
+				work[r % n] += p.ent[e].t1 - p.ent[e].t0;
+		for (int i = 0; i < n; i++)
+			ord[i] = i;
+		work_key = work;
+		qsort(ord, n, sizeof *ord, by_work);
+		if ((rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
+		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
+		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
+		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)))
+			;
+	}
+	free(ord);
+	free(work);
+	plan_free(&p);
+	if (rc != KERN_OK) {
+		snprintf(err, errlen, rc == KERN_OOM ? "out of device memory for the plan" : "plan upload failed");
+		fini(f);
+		return rc;
+	}
+	*st = f;
+	return KERN_OK;
+}
+
+/* A [batch][seq][heads][hd] tensor as 64-element boxes of `rows` rows. */
+static int tmap(CUtensorMap *map, const void *ptr, int dtype, int64_t seq, int heads, int hd, int batch, int rows)
+{
+	cuuint64_t dim[4] = { (cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)batch };
+	cuuint64_t stride[3] = { (cuuint64_t)hd * 2, (cuuint64_t)heads * hd * 2, (cuuint64_t)seq * heads * hd * 2 };
+	cuuint32_t box[4] = { 64, 1, (cuuint32_t)rows, 1 }, one[4] = { 1, 1, 1, 1 };
+
+	return encode(map, dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+	    4, (void *)ptr, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS ? 0 : -1;
+}
+
+template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
+{
+	const struct attn_shape *s = &f->s;
+	CUtensorMap tq, tk, tv;
+	args a;
+	cudaError_t e;
+
+	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
+	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) {
+		warnx("hopper: fwd: cuTensorMapEncodeTiled failed");
+		return KERN_ERR;
+	}
+	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
+	a.o = io->o; a.lse = io->lse;
+	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
+	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
+	a.sl = (float)s->scale * LOG2E;
+	dim3 grid(s->hq, f->nqt, s->batch);
+	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, a);
+	if ((e = cudaGetLastError()) != cudaSuccess) {
+		warnx("hopper: fwd: %s", cudaGetErrorString(e));
+		return KERN_ERR;
+	}
+	return KERN_OK;
+}
+
+static int run(void *st, const struct attn_io *io)
+{
+	struct state *f = (struct state *)st;
+	if (f->nqt == 0)
+		return KERN_OK;
+	if (f->s.dtype == DT_BF16)
+		return f->s.hd == 64 ? launch<__nv_bfloat16, 64>(f, io) : launch<__nv_bfloat16, 128>(f, io);
+	return f->s.hd == 64 ? launch<__half, 64>(f, io) : launch<__half, 128>(f, io);
 }
 
 }
