@@ -32,17 +32,21 @@ namespace hf {
 
 enum { BQ = 128, BK = 128, NT = 384 };
 
+#ifndef HF_ST128
+#define HF_ST128 3
+#endif
+
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
 template <int HD> struct cfg {
 	enum {
-		STAGES = HD == 128 ? 2 : 3,
+		STAGES = HD == 128 ? HF_ST128 : 3,
 		QB = BQ * HD * 2,                  /* bytes of the Q tile */
 		KB = BK * HD * 2,                  /* bytes of one K (or V) tile */
 		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
 		BAR = QB + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (1 + 3 * STAGES) + 1024,
+		SMEM = BAR + 8 * (1 + 4 * STAGES) + 1024,
 	};
 };
 
@@ -362,6 +366,29 @@ template <typename T> static __device__ __forceinline__ void to_p(uint32_t (*p)[
 	}
 }
 
+/* Ping-pong: the consumers take turns to issue their GEMMs (named
+ * barrier 1 + w is warpgroup w's turn), so that one's softmax runs while
+ * the other's GEMMs keep the tensor cores busy. */
+#ifndef HF_PP
+#define HF_PP 1
+#endif
+static __device__ __forceinline__ void named_arrive(int id)
+{
+	asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory");
+}
+
+static __device__ __forceinline__ void pp_sync(int cw)
+{
+	if (HF_PP)
+		asm volatile("bar.sync %0, 256;" :: "r"(1 + cw) : "memory");
+}
+
+static __device__ __forceinline__ void pp_arrive(int cw)
+{
+	if (HF_PP)
+		named_arrive(2 - cw);
+}
+
 template <typename T, int HD>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const args a)
@@ -371,8 +398,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::QB, sV = sK + S * C::KB;
-	/* mbarriers: Q full, then K full, V full and empty per stage */
-	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bE = bV + 8 * S;
+	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty */
+	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
 	const int tid = threadIdx.x, wg = tid >> 7;
 	const int h = blockIdx.x, qt = a.order[blockIdx.y], b = blockIdx.z;
 	const int q0 = qt * BQ, r = (h / a.mgroup) * a.nqt + qt;
@@ -383,7 +410,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		for (int i = 0; i < S; i++) {
 			bar_init(bK + 8 * i, 1);
 			bar_init(bV + 8 * i, 1);
-			bar_init(bE + 8 * i, 8);       /* lane 0 of each consumer warp */
+			bar_init(bEK + 8 * i, 8);      /* lane 0 of each consumer warp */
+			bar_init(bEV + 8 * i, 8);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -405,11 +433,12 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
 			const int st = it % S;
 			const uint32_t ph = (it / S) & 1;
-			bar_wait(bE + 8 * st, ph ^ 1);
+			bar_wait(bEK + 8 * st, ph ^ 1);
 			bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+			bar_wait(bEV + 8 * st, ph ^ 1);
 			bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
@@ -434,18 +463,26 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		o[i] = 0;
 
 	/* The first tile alone, so that every wgmma the loop issues is waited
-	 * for on every path (ptxas serialises them otherwise). */
+	 * for on every path (ptxas serialises them otherwise).  K stages are
+	 * given back as soon as S is done, V stages once O += P V is: the
+	 * producer then fetches K two tiles ahead. */
 	walk w(a.ent, e0, e1);
 	int it = 0, pst = 0;
 	uint32_t pph = 0;
 	if (w.more()) {
+		if (HF_PP && cw == 1)
+			named_arrive(1);
 		bar_wait(bQ, 0);
 		bar_wait(bK, 0);
+		pp_sync(cw);
 		wg_fence();
 		qk<T, HD>(s, sQw, sK);
 		wg_commit();
+		pp_arrive(cw);
 		wg_wait<0>();
 		pin<64>(s);
+		if (lane == 0)
+			bar_arrive(bEK);
 		mask_tile(s, a, w, qr, kq);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
@@ -457,16 +494,20 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		const int st = it % S;
 		const uint32_t ph = (it / S) & 1;
 		bar_wait(bK + 8 * st, ph);
+		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
 		pin<BK / 16>(p);
+		pp_sync(cw);
 		wg_fence();
 		qk<T, HD>(s, sQw, sK + st * C::KB);
 		wg_commit();
-		bar_wait(bV + 8 * pst, pph);
 		pv<T, HD>(o, p, sV + pst * C::KB);
 		wg_commit();
+		pp_arrive(cw);
 		wg_wait<1>();
 		pin<64>(s);
+		if (lane == 0)
+			bar_arrive(bEK + 8 * st);
 		mask_tile(s, a, w, qr, kq);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
@@ -474,7 +515,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pin<NO>(o);
 		pin<BK / 16>(p);
 		if (lane == 0)
-			bar_arrive(bE + 8 * pst);
+			bar_arrive(bEV + 8 * pst);
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
 			o[4 * j] *= alpha[0];
@@ -490,13 +531,17 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
 		pin<BK / 16>(p);
+		pp_sync(cw);
 		wg_fence();
 		pv<T, HD>(o, p, sV + pst * C::KB);
 		wg_commit();
+		/* the last turn: nobody waits for warpgroup 2's */
+		if (cw == 0)
+			pp_arrive(cw);
 		wg_wait<0>();
 		pin<NO>(o);
 		if (lane == 0)
-			bar_arrive(bE + 8 * pst);
+			bar_arrive(bEV + 8 * pst);
 	}
 
 	T *O = (T *)a.o + (((int64_t)b * a.sq) * a.hq + h) * HD;
