@@ -10,17 +10,19 @@
  * do not start last.
  *
  * bwd: D = rowsum(dO*O) first; then one CTA per (kv-head, k-tile of 128,
- * batch), 8 warps of 16 keys, walking the transposed plan for every q-head
- * of the GQA group, so dK/dV sum in registers without atomics.  Each warp
- * computes S^T and dP^T for its keys directly: P^T and dS^T then sit in
- * registers in exactly the A-operand layout dV += P^T dO and dK += dS^T Q
- * need.  dS^T goes through shared memory once for dQ += dS K, which is
- * added to an fp32 workspace with atomics and converted at the end.  A
- * k-tile that every query visits (a question, a prefix) is split among
- * several CTAs that add dK/dV to an fp32 slot.
+ * batch), 8 warps, walking the transposed plan (q-tiles of 64) for every
+ * q-head of the GQA group, so dK/dV sum in registers without atomics.  Per
+ * q-tile the warps compute S^T and dP^T in 32 x 32 blocks, put P^T and
+ * dS^T in shared memory, then dV, dK (32 keys x HD/2 a warp) and dQ (32
+ * queries x HD/4 a warp, added to an fp32 workspace with atomics and
+ * converted at the end): the warp tiles that reuse ldmatrix fragments
+ * most (see flash_bwd).  A k-tile that every query visits (a question, a
+ * prefix) is split among several CTAs that add dK/dV to an fp32 slot.
  *
- * Partial tiles are masked from the plan's cuts with one bit per score a
- * thread holds; a warp whose part of a tile no cut reaches skips it.
+ * Partial tiles are masked with one bit per score a thread holds: from the
+ * plan's cuts, or, for tiles of many cuts (random_eviction), from words
+ * precomputed on the host (dplan_masks).  A warp whose part of a tile no
+ * cut reaches skips it.
  *
  * Shared-memory tiles are rows of 16-byte chunks, chunk c of row r stored
  * at c ^ (r & 7): the 8 rows an ldmatrix phase reads hit 8 distinct bank
@@ -176,6 +178,32 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld, i
 	}
 }
 
+/* R rows of K and of V into their swizzled tiles, for the fwd loop's
+ * next-tile loads: a thread's rows differ by NT/CH (a multiple of 8), so
+ * its swizzled chunk is the same in every row, its shared offsets are
+ * immediates and one global pointer a tensor steps through the rows.  Two
+ * load_tile calls kept an address per unrolled row there and spilled 64
+ * bytes at HD = 128. */
+template <typename T, int R, int HD, int NT>
+static __device__ __forceinline__ void load_kv(T *sk, T *sv, const T *gk, const T *gv, int64_t ld,
+    int nvalid, int tid)
+{
+	constexpr int CH = HD / 8, RS = NT / CH;
+	static_assert(R % RS == 0 && RS % 8 == 0, "rows per step must keep the swizzle");
+	const int lr = tid / CH, c = tid % CH;
+	const int so = lr * HD + ((c ^ (lr & 7)) << 3);
+	const T *pk = gk + (int64_t)lr * ld + c * 8, *pv = gv + (int64_t)lr * ld + c * 8;
+	const int64_t step = (int64_t)RS * ld;
+#pragma unroll
+	for (int it = 0; it < R / RS; it++) {
+		const bool p = it * RS + lr < nvalid;
+		cp16(sk + so + it * RS * HD, p ? pk : gk, p);
+		cp16(sv + so + it * RS * HD, p ? pv : gv, p);
+		pk += step;
+		pv += step;
+	}
+}
+
 /* A cut as bounds on q, k and k - q, as plan_cut_allows reads it (every
  * coordinate is below 2^31 - 256, so k - q fits an int). */
 struct dcut {
@@ -262,11 +290,15 @@ struct fwd_args {
 	const int32_t *row, *order;
 	const plan_ent *ent;
 	const plan_cut *cut;
+	const int32_t *bmi;        /* per entry: its mask words in bm, or -1 (cuts) */
+	const uint32_t *bm;
 	int sq, sk, hq, hkv, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
 };
 
 enum { FBQ = 128, FBK = 64, FNT = 128, FSUB = 32 };
+/* 32-bit mask words of one partial fwd tile: 4 warps x 2 halves x 32 lanes */
+enum { FBM = 256 };
 
 /* fwd scores s[i][j][x] of a 32-key half: bit (4i + j)*4 + x, row
  * 16i + 8(x>>1) + g, key 8j + 2t + (x&1). */
@@ -332,12 +364,13 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 		__syncthreads();        /* tile t landed; every warp is done with t-1 */
 		if (ne < e1) {
 			const int64_t off = (int64_t)nt * FBK * ldk;
-			load_tile<T, FBK, HD, FNT>(sK + (buf ^ 1) * FBK * HD, K + off, ldk, a.sk - nt * FBK, tid);
-			load_tile<T, FBK, HD, FNT>(sV + (buf ^ 1) * FBK * HD, V + off, ldk, a.sk - nt * FBK, tid);
+			load_kv<T, FBK, HD, FNT>(sK + (buf ^ 1) * FBK * HD, sV + (buf ^ 1) * FBK * HD, K + off, V + off,
+			    ldk, a.sk - nt * FBK, tid);
 			cp_commit();
 		}
 		const uint32_t boff = buf * KVB;
 		const bool need = E.ncut > 0 || k0 + FBK > a.sk;
+		const int bi = E.ncut > 0 ? a.bmi[e] : -1;
 
 #pragma unroll
 		for (int hf = 0; hf < FBK / FSUB; hf++) {
@@ -348,9 +381,13 @@ __global__ void __launch_bounds__(FNT, 2) flash_fwd(fwd_args a)
 			if (need) {
 				const int kb0 = k0 + hf * FSUB, qw = q0 + warp * 32;
 				const int qb = qw + (lane >> 2), kb = kb0 + (lane & 3) * 2;
-				ok = rect_bits<fwd_lay>(qb, kb, 0, INT_MAX, 0, a.sk);
-				if (E.ncut > 0)
-					ok &= cut_bits<fwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, qw, qw + 32, kb0, kb0 + FSUB);
+				if (bi >= 0) {
+					ok = a.bm[(int64_t)bi * FBM + (warp * 2 + hf) * 32 + lane];
+				} else {
+					ok = rect_bits<fwd_lay>(qb, kb, 0, INT_MAX, 0, a.sk);
+					if (E.ncut > 0)
+						ok &= cut_bits<fwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, qw, qw + 32, kb0, kb0 + FSUB);
+				}
 				if (!__any_sync(0xffffffffu, ok))
 					continue;
 			}
@@ -538,26 +575,15 @@ struct bwd_args {
 	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
 	const plan_ent *ent;
 	const plan_cut *cut;
+	const int32_t *bmi;        /* per entry: its mask words in bm, or -1 (cuts) */
+	const uint32_t *bm;
 	int sq, sk, hq, hkv, nkt, group, mgroup, batch;
 	float sl, scale;
 };
 
 enum { BBK = 128, BBQ = 64, BNT = 256 };
-
-/* bwd scores s[j][x] of S^T: bit 4j + x, key kr + g + 8(x>>1), query
- * 8j + 2t + (x&1). */
-struct bwd_lay {
-	enum { NQ = 16, NK = 2 };
-	static __host__ __device__ constexpr int qoff(int u) { return (u >> 1) * 8 + (u & 1); }
-	static __host__ __device__ constexpr int koff(int u) { return u * 8; }
-	static __host__ __device__ constexpr int qi(int b) { return (b >> 2) * 2 + (b & 1); }
-	static __host__ __device__ constexpr int ki(int b) { return (b & 3) >> 1; }
-};
-
-template <int HD> constexpr int bwd_smem()
-{
-	return (2 * BBK * HD + 4 * BBQ * HD + BBK * BBQ) * 2 + 4 * BBQ * 4;
-}
+/* 32-bit mask words of one partial bwd tile: 8 warps x 32 lanes */
+enum { BBM = 256 };
 
 /* Where a CTA's walk stands: q-head gi of the group, entry e (of e1) of
  * that head's row, q-tile t.  Advance to the next tile; false at the end. */
@@ -608,25 +634,53 @@ static __device__ __forceinline__ bool bwalk_next(bwalk &w, const bwd_args &a, i
 	return bwalk_row(w, a, hk, kt);
 }
 
+/* ---- backward: warp tiles of 32 x 32 --------------------------------------
+ * FA2's division of the work.  When every warp owned 16 keys throughout
+ * (this kernel until v2, bench/NOTES.md), each read the whole Q and dO tile
+ * twice (for S^T and dP^T, then for dV and dK): 184 ldmatrix.x4 per warp
+ * and q-tile for 320 mma, 8 % slower.  Here each step takes the warp tile
+ * that reuses its fragments most:
+ *   S^T, dP^T  32 keys x 32 queries (warp w: keys 32(w&3), queries 32(w>>2));
+ *   P^T, dS^T  to shared memory (bf16, 2 x 16 KB);
+ *   dV, dK     32 keys x HD/2 (keys 32(w&3), half w>>2 of HD), A operands
+ *              from shared memory;
+ *   dQ         32 queries x HD/4 (queries 32(w&1), quarter w>>1 of HD).
+ * 64 + 48 + 32 = 144 ldmatrix.x4 per warp and q-tile for the same 320 mma,
+ * and still two barriers per q-tile. */
+
+/* bwd scores s[i][j][x] of S^T: bit (4i + j)*4 + x, key kr + 16i + g +
+ * 8(x>>1), query qc + 8j + 2t + (x&1). */
+struct bwd_lay {
+	enum { NQ = 8, NK = 4 };
+	static __host__ __device__ constexpr int qoff(int u) { return (u >> 1) * 8 + (u & 1); }
+	static __host__ __device__ constexpr int koff(int u) { return (u >> 1) * 16 + (u & 1) * 8; }
+	static __host__ __device__ constexpr int qi(int b) { return ((b >> 2) & 3) * 2 + (b & 1); }
+	static __host__ __device__ constexpr int ki(int b) { return (b >> 4) * 2 + ((b & 3) >> 1); }
+};
+
+template <int HD> constexpr int bwd_smem()
+{
+	return (2 * BBK * HD + 4 * BBQ * HD + 2 * BBK * BBQ) * 2 + 4 * BBQ * 4;
+}
+
 template <typename T, int HD>
 __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 {
-	constexpr int NB = BBQ / 8, ND = HD / 8, KS = HD / 16;
+	constexpr int KS = HD / 16, NH = HD / 16, NQD = HD / 32;
 	extern __shared__ __align__(128) unsigned char smem[];
 	T *sK = (T *)smem, *sV = sK + BBK * HD, *sQ = sV + BBK * HD;   /* sQ[2], sdO[2] */
-	T *sdO = sQ + 2 * BBQ * HD, *sdS = sdO + 2 * BBQ * HD;
+	T *sdO = sQ + 2 * BBQ * HD, *sP = sdO + 2 * BBQ * HD, *sdS = sP + BBK * BBQ;
 	float *sL = (float *)(sdS + BBK * BBQ), *sD = sL + 2 * BBQ;
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int4 item = a.item[blockIdx.y];
 	const int hk = blockIdx.x, kt = item.x, b = blockIdx.z;
-	const int k0 = kt * BBK, kr = warp * 16;
+	const int k0 = kt * BBK, kr = (warp & 3) * 32, qc = (warp >> 2) * 32;
 	const int64_t ldq = (int64_t)a.hq * HD, ldk = (int64_t)a.hkv * HD;
 	const int64_t qbase = (int64_t)b * a.sq * a.hq, kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
 
 	load_tile<T, BBK, HD, BNT>(sK, (const T *)a.k + kbase + (int64_t)k0 * ldk, ldk, a.sk - k0, tid);
 	load_tile<T, BBK, HD, BNT>(sV, (const T *)a.v + kbase + (int64_t)k0 * ldk, ldk, a.sk - k0, tid);
 
-	/* Q, dO, LSE and D of one q-tile into buffer s. */
 	auto load_q = [&](const bwalk &w, int s) {
 		const int h = hk * a.group + w.gi, q0 = w.t * BBQ;
 		const int64_t off = (qbase + (int64_t)q0 * a.hq + h) * HD;
@@ -640,9 +694,6 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 		}
 	};
 
-	/* A heavy k-tile (the keys every query sees: a question, a prefix,
-	 * global tokens) is split into several CTAs, each a stretch of the
-	 * walk, so that it does not run alone at the end. */
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z;
 	bool more = left > 0 && bwalk_seek(w, a, hk, kt, item.y);
@@ -650,195 +701,238 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 		load_q(w, 0);
 	cp_commit();
 
-	float dk[ND][4], dv[ND][4];
+	float dk[2][NH][4], dv[2][NH][4];
 #pragma unroll
-	for (int j = 0; j < ND; j++)
-		dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0;
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int j = 0; j < NH; j++)
+			dk[i][j][0] = dk[i][j][1] = dk[i][j][2] = dk[i][j][3] =
+			    dv[i][j][0] = dv[i][j][1] = dv[i][j][2] = dv[i][j][3] = 0;
 
-	/* sV, sQ[1], sdO[b] sit at fixed distances from sK and sQ[0]. */
+	/* Fixed distances: sV from sK, sdO and the second buffers from sQ,
+	 * sdS from sP. */
+	constexpr uint32_t VOFF = BBK * HD * 2, OOFF = 2 * BBQ * HD * 2, SOFF = BBK * BBQ * 2;
 	const swa<HD> aKV(sK, kr + (lane & 15), lane >> 4);
-	const swa<HD> aQn(sQ, (lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1);
-	const swa<HD> aQt(sQ, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
-	const swa<HD> aKt(sK, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4, (warp >> 2) * (HD / 32));
-	const swa<BBQ> aS(sdS, (lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1, warp & 3);
-	const swa<BBQ> aW0(sdS, kr + (lane >> 2), 0), aW1(sdS, kr + (lane >> 2), 1);
-	constexpr uint32_t VOFF = BBK * HD * 2, OOFF = 2 * BBQ * HD * 2;
+	const swa<HD> aQn(sQ, qc + (lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1);
+	const swa<HD> aQt(sQ, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4, (warp >> 2) * (HD / 32));
+	const swa<BBQ> aP(sP, kr + (lane & 15), lane >> 4);
+	const swa<BBQ> aW0(sP, kr + (lane >> 2), 0, qc / 16), aW1(sP, kr + (lane >> 2), 1, qc / 16);
+	const swa<BBQ> aS(sdS, (lane >> 4) * 8 + (lane & 7), (lane >> 3) & 1, (warp & 1) * 2);
+	const swa<HD> aKt(sK, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4, (warp >> 1) * (HD / 64));
 	for (int buf = 0; more; buf ^= 1) {
 		const bwalk cur = w;
 		const int h = hk * a.group + cur.gi, q0 = cur.t * BBQ;
 		const plan_ent E = a.ent[cur.e];
 		more = --left > 0 && bwalk_next(w, a, hk, kt);
 		cp_wait<0>();
-		__syncthreads();        /* this tile landed; the last dQ step is done */
+		__syncthreads();        /* this tile landed; the last dK/dV/dQ step is done */
 		if (more)
 			load_q(w, buf ^ 1);
 		cp_commit();
 		const uint32_t boff = buf * BBQ * HD * 2;
 		const float *cL = sL + buf * BBQ, *cD = sD + buf * BBQ;
 
-		/* Partial tiles: the allowed scores first; a warp whose 16 keys
-		 * see none of this q-tile skips it and leaves zeros for dQ. */
+		/* Partial tiles: the allowed scores first; a warp whose 32 x 32
+		 * block sees none of them leaves zeros for P^T and dS^T. */
 		const bool need = E.ncut > 0 || q0 + BBQ > a.sq || k0 + BBK > a.sk;
 		uint32_t ok = ~0u;
-		if (need) {
-			const int qb = q0 + (lane & 3) * 2, kb = k0 + kr + (lane >> 2);
+		const int bi = E.ncut > 0 ? a.bmi[cur.e] : -1;
+		if (bi >= 0) {
+			ok = a.bm[(int64_t)bi * BBM + warp * 32 + lane];
+		} else if (need) {
+			const int qb = q0 + qc + (lane & 3) * 2, kb = k0 + kr + (lane >> 2);
 			ok = rect_bits<bwd_lay>(qb, kb, 0, a.sq, 0, a.sk);
 			if (E.ncut > 0)
-				ok &= cut_bits<bwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, q0, q0 + BBQ, k0 + kr, k0 + kr + 16);
+				ok &= cut_bits<bwd_lay>(a.cut + E.cut0, E.ncut, qb, kb, q0 + qc, q0 + qc + 32,
+				    k0 + kr, k0 + kr + 32);
 		}
-		const bool any = __any_sync(0xffffffffu, ok);
-		if (any) {
-			float s[NB][4], dp[NB][4];
+		if (__any_sync(0xffffffffu, ok)) {
+			float s[2][4][4], dp[2][4][4];
 #pragma unroll
-			for (int j = 0; j < NB; j++)
-				s[j][0] = s[j][1] = s[j][2] = s[j][3] = dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0;
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+#pragma unroll
+					for (int x = 0; x < 4; x++)
+						s[i][j][x] = dp[i][j][x] = 0;
 #pragma unroll
 			for (int ks = 0; ks < KS; ks++) {
-				uint32_t ka[4], va[4];
-				ldsm4(ka, aKV.at(0, ks));
-				ldsm4(va, aKV.at(0, ks) + VOFF);
+				uint32_t ka[2][4], va[2][4];
 #pragma unroll
-				for (int j = 0; j < NB / 2; j++) {
+				for (int i = 0; i < 2; i++) {
+					ldsm4(ka[i], aKV.at(16 * i, ks));
+					ldsm4(va[i], aKV.at(16 * i, ks) + VOFF);
+				}
+#pragma unroll
+				for (int j = 0; j < 2; j++) {
 					uint32_t qb[4], ob[4];
 					ldsm4(qb, aQn.at(j * 16, ks) + boff);
 					ldsm4(ob, aQn.at(j * 16, ks) + boff + OOFF);
-					dt<T>::mma(s[2 * j], ka, qb);
-					dt<T>::mma(s[2 * j + 1], ka, qb + 2);
-					dt<T>::mma(dp[2 * j], va, ob);
-					dt<T>::mma(dp[2 * j + 1], va, ob + 2);
+#pragma unroll
+					for (int i = 0; i < 2; i++) {
+						dt<T>::mma(s[i][2 * j], ka[i], qb);
+						dt<T>::mma(s[i][2 * j + 1], ka[i], qb + 2);
+						dt<T>::mma(dp[i][2 * j], va[i], ob);
+						dt<T>::mma(dp[i][2 * j + 1], va[i], ob + 2);
+					}
 				}
 			}
 
-			/* P^T = exp(S^T*scale - lse) and dS^T = P^T (dP^T - D); masked
-			 * and out-of-range pairs get P = 0 (lse may be -inf there). */
+			/* P^T = exp(S^T*scale - lse), dS^T = P^T (dP^T - D); masked and
+			 * out-of-range pairs get P = 0 (lse may be -inf there). */
 #pragma unroll
-			for (int j = 0; j < NB; j++)
+			for (int j = 0; j < 4; j++)
 #pragma unroll
-				for (int x = 0; x < 4; x++) {
-					const int c = j * 8 + (lane & 3) * 2 + (x & 1);
-					float p = ex2(fmaf(s[j][x], a.sl, -cL[c] * LOG2E));
-					p = (ok >> (j * 4 + x)) & 1 ? p : 0.f;
-					s[j][x] = p;
-					dp[j][x] = p * (dp[j][x] - cD[c]);
+				for (int xx = 0; xx < 2; xx++) {
+					const int c = qc + j * 8 + (lane & 3) * 2 + xx;
+					const float lc = cL[c] * LOG2E, dc = cD[c];
+#pragma unroll
+					for (int i = 0; i < 2; i++)
+#pragma unroll
+						for (int hh = 0; hh < 2; hh++) {
+							const int x = hh * 2 + xx;
+							float p = ex2(fmaf(s[i][j][x], a.sl, -lc));
+							p = (ok >> ((i * 4 + j) * 4 + x)) & 1 ? p : 0.f;
+							s[i][j][x] = p;
+							dp[i][j][x] = p * (dp[i][j][x] - dc);
+						}
 				}
-
-			/* dV += P^T dO, dK += dS^T Q: A from registers, B via ldmatrix.trans. */
 #pragma unroll
-			for (int kk = 0; kk < BBQ / 16; kk++) {
-				uint32_t pa[4], da[4];
-				pa[0] = dt<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-				pa[1] = dt<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-				pa[2] = dt<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-				pa[3] = dt<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-				da[0] = dt<T>::pack(dp[2 * kk][0], dp[2 * kk][1]);
-				da[1] = dt<T>::pack(dp[2 * kk][2], dp[2 * kk][3]);
-				da[2] = dt<T>::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-				da[3] = dt<T>::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-				/* dS^T rows kr+g, kr+g+8, columns 16kk+2t(+8): to shared for dQ. */
-				sts32(aW0.at(0, kk) + (lane & 3) * 4, da[0]);
-				sts32(aW0.at(8, kk) + (lane & 3) * 4, da[1]);
-				sts32(aW1.at(0, kk) + (lane & 3) * 4, da[2]);
-				sts32(aW1.at(8, kk) + (lane & 3) * 4, da[3]);
+			for (int i = 0; i < 2; i++)
 #pragma unroll
-				for (int j = 0; j < ND / 2; j++) {
-					uint32_t ob[4], qb[4];
-					ldsm4t(ob, aQt.at(kk * 16, j) + boff + OOFF);
-					ldsm4t(qb, aQt.at(kk * 16, j) + boff);
-					dt<T>::mma(dv[2 * j], pa, ob);
-					dt<T>::mma(dv[2 * j + 1], pa, ob + 2);
-					dt<T>::mma(dk[2 * j], da, qb);
-					dt<T>::mma(dk[2 * j + 1], da, qb + 2);
-				}
-			}
+				for (int j = 0; j < 4; j++)
+#pragma unroll
+					for (int hh = 0; hh < 2; hh++) {
+						const uint32_t ad = (j & 1 ? aW1 : aW0).at(16 * i + 8 * hh, j >> 1) + (lane & 3) * 4;
+						sts32(ad, dt<T>::pack(s[i][j][2 * hh], s[i][j][2 * hh + 1]));
+						sts32(ad + SOFF, dt<T>::pack(dp[i][j][2 * hh], dp[i][j][2 * hh + 1]));
+					}
 		} else {
 #pragma unroll
-			for (int kk = 0; kk < BBQ / 16; kk++) {
-				sts32(aW0.at(0, kk) + (lane & 3) * 4, 0);
-				sts32(aW0.at(8, kk) + (lane & 3) * 4, 0);
-				sts32(aW1.at(0, kk) + (lane & 3) * 4, 0);
-				sts32(aW1.at(8, kk) + (lane & 3) * 4, 0);
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+#pragma unroll
+					for (int hh = 0; hh < 2; hh++) {
+						const uint32_t ad = (j & 1 ? aW1 : aW0).at(16 * i + 8 * hh, j >> 1) + (lane & 3) * 4;
+						sts32(ad, 0);
+						sts32(ad + SOFF, 0);
+					}
+		}
+		__syncthreads();        /* P^T and dS^T complete */
+
+		/* dV += P^T dO, dK += dS^T Q: 32 keys x HD/2 a warp. */
+#pragma unroll
+		for (int kk = 0; kk < BBQ / 16; kk++) {
+			uint32_t pa[2][4], da[2][4];
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				ldsm4(pa[i], aP.at(16 * i, kk));
+				ldsm4(da[i], aP.at(16 * i, kk) + SOFF);
+			}
+#pragma unroll
+			for (int j = 0; j < NH / 2; j++) {
+				uint32_t ob[4], qb[4];
+				ldsm4t(ob, aQt.at(kk * 16, j) + boff + OOFF);
+				ldsm4t(qb, aQt.at(kk * 16, j) + boff);
+#pragma unroll
+				for (int i = 0; i < 2; i++) {
+					dt<T>::mma(dv[i][2 * j], pa[i], ob);
+					dt<T>::mma(dv[i][2 * j + 1], pa[i], ob + 2);
+					dt<T>::mma(dk[i][2 * j], da[i], qb);
+					dt<T>::mma(dk[i][2 * j + 1], da[i], qb + 2);
+				}
 			}
 		}
-		/* dS^T complete.  (Skipping dQ when no warp had a score costs
-		 * registers, 64 bytes of spills at HD = 128, and block-sparse
-		 * plans never visit such a tile.) */
-		__syncthreads();
 
-		/* dQ[64 q][HD] += dS K: warp w takes q rows 16(w&3).., half (w>>2) of HD. */
+		/* dQ[64 q][HD] += dS K: 32 queries x HD/4 a warp. */
 		{
-			constexpr int NQ = HD / 16;          /* n8 blocks per half */
-			const int mb = (warp & 3) * 16, nh = (warp >> 2) * (HD / 2);
-			float dq[NQ][4];
+			const int mq = (warp & 1) * 32, nq = (warp >> 1) * (HD / 4);
+			float dq[2][NQD][4];
 #pragma unroll
-			for (int j = 0; j < NQ; j++)
-				dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0;
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int j = 0; j < NQD; j++)
+					dq[i][j][0] = dq[i][j][1] = dq[i][j][2] = dq[i][j][3] = 0;
 #pragma unroll
 			for (int kk = 0; kk < BBK / 16; kk++) {
-				uint32_t da[4];
-				ldsm4t(da, aS.at(kk * 16, 0));
+				uint32_t da[2][4];
 #pragma unroll
-				for (int j = 0; j < NQ / 2; j++) {
+				for (int i = 0; i < 2; i++)
+					ldsm4t(da[i], aS.at(kk * 16, i));
+#pragma unroll
+				for (int j = 0; j < NQD / 2; j++) {
 					uint32_t kb[4];
 					ldsm4t(kb, aKt.at(kk * 16, j));
-					dt<T>::mma(dq[2 * j], da, kb);
-					dt<T>::mma(dq[2 * j + 1], da, kb + 2);
+#pragma unroll
+					for (int i = 0; i < 2; i++) {
+						dt<T>::mma(dq[i][2 * j], da[i], kb);
+						dt<T>::mma(dq[i][2 * j + 1], da[i], kb + 2);
+					}
 				}
 			}
 #pragma unroll
-			for (int rr = 0; rr < 2; rr++) {
-				const int qq = q0 + mb + (lane >> 2) + rr * 8;
-				if (qq >= a.sq)
-					continue;
-				float *dst = a.dqa + (qbase + (int64_t)qq * a.hq + h) * HD + nh + (lane & 3) * 2;
+			for (int i = 0; i < 2; i++)
 #pragma unroll
-				for (int j = 0; j < NQ; j++) {
+				for (int rr = 0; rr < 2; rr++) {
+					const int qq = q0 + mq + 16 * i + (lane >> 2) + rr * 8;
+					if (qq >= a.sq)
+						continue;
+					float *dst = a.dqa + (qbase + (int64_t)qq * a.hq + h) * HD + nq + (lane & 3) * 2;
+#pragma unroll
+					for (int j = 0; j < NQD; j++) {
 #if __CUDA_ARCH__ >= 900
-					atomicAdd((float2 *)(dst + j * 8), make_float2(dq[j][2 * rr], dq[j][2 * rr + 1]));
+						atomicAdd((float2 *)(dst + j * 8), make_float2(dq[i][j][2 * rr], dq[i][j][2 * rr + 1]));
 #else
-					atomicAdd(dst + j * 8, dq[j][2 * rr]);
-					atomicAdd(dst + j * 8 + 1, dq[j][2 * rr + 1]);
+						atomicAdd(dst + j * 8, dq[i][j][2 * rr]);
+						atomicAdd(dst + j * 8 + 1, dq[i][j][2 * rr + 1]);
 #endif
+					}
 				}
-			}
 		}
 	}
 	cp_wait<0>();
 
+	const int dh = (warp >> 2) * (HD / 2);
 	if (item.w >= 0) {
-		/* a split k-tile: add to its fp32 slot, converted at the end */
 		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BBK * HD;
 #pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const int row = kr + (lane >> 2) + rr * 8;
-			float *pk = a.wsk + so + row * HD + (lane & 3) * 2, *pv = a.wsv + so + row * HD + (lane & 3) * 2;
+		for (int i = 0; i < 2; i++)
 #pragma unroll
-			for (int j = 0; j < ND; j++) {
+			for (int rr = 0; rr < 2; rr++) {
+				const int row = kr + 16 * i + (lane >> 2) + rr * 8;
+				float *pk = a.wsk + so + row * HD + dh + (lane & 3) * 2;
+				float *pv = a.wsv + so + row * HD + dh + (lane & 3) * 2;
+#pragma unroll
+				for (int j = 0; j < NH; j++) {
 #if __CUDA_ARCH__ >= 900
-				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[j][2 * rr] * a.scale, dk[j][2 * rr + 1] * a.scale));
-				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[j][2 * rr], dv[j][2 * rr + 1]));
+					atomicAdd((float2 *)(pk + j * 8), make_float2(dk[i][j][2 * rr] * a.scale, dk[i][j][2 * rr + 1] * a.scale));
+					atomicAdd((float2 *)(pv + j * 8), make_float2(dv[i][j][2 * rr], dv[i][j][2 * rr + 1]));
 #else
-				atomicAdd(pk + j * 8, dk[j][2 * rr] * a.scale);
-				atomicAdd(pk + j * 8 + 1, dk[j][2 * rr + 1] * a.scale);
-				atomicAdd(pv + j * 8, dv[j][2 * rr]);
-				atomicAdd(pv + j * 8 + 1, dv[j][2 * rr + 1]);
+					atomicAdd(pk + j * 8, dk[i][j][2 * rr] * a.scale);
+					atomicAdd(pk + j * 8 + 1, dk[i][j][2 * rr + 1] * a.scale);
+					atomicAdd(pv + j * 8, dv[i][j][2 * rr]);
+					atomicAdd(pv + j * 8 + 1, dv[i][j][2 * rr + 1]);
 #endif
+				}
 			}
-		}
 		return;
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
 #pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		const int kk = k0 + kr + (lane >> 2) + rr * 8;
-		if (kk >= a.sk)
-			continue;
-		const int64_t off = (int64_t)kk * ldk + (lane & 3) * 2;
+	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < ND; j++) {
-			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[j][2 * rr] * a.scale, dk[j][2 * rr + 1] * a.scale);
-			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[j][2 * rr], dv[j][2 * rr + 1]);
+		for (int rr = 0; rr < 2; rr++) {
+			const int kk = k0 + kr + 16 * i + (lane >> 2) + rr * 8;
+			if (kk >= a.sk)
+				continue;
+			const int64_t off = (int64_t)kk * ldk + dh + (lane & 3) * 2;
+#pragma unroll
+			for (int j = 0; j < NH; j++) {
+				*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[i][j][2 * rr] * a.scale, dk[i][j][2 * rr + 1] * a.scale);
+				*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[i][j][2 * rr], dv[i][j][2 * rr + 1]);
+			}
 		}
-	}
 }
 
 /* The split k-tiles' fp32 slots into dk and dv: 4 elements a thread. */
@@ -879,6 +973,8 @@ struct dplan {
 	int32_t *row, *order;
 	plan_ent *ent;
 	plan_cut *cut;
+	int32_t *bmi;
+	uint32_t *bm;
 	int ntiles;
 	int4 *item;
 	int32_t *slotkt;
@@ -898,6 +994,8 @@ static void dplan_free(struct dplan *d)
 	dev_free(d->order);
 	dev_free(d->ent);
 	dev_free(d->cut);
+	dev_free(d->bmi);
+	dev_free(d->bm);
 	dev_free(d->item);
 	dev_free(d->slotkt);
 	memset(d, 0, sizeof *d);
@@ -949,6 +1047,81 @@ static int dplan_make(struct dplan *d, const struct plan *p)
 		;
 	free(ord);
 	free(work);
+	return rc;
+}
+
+/* Partial tiles with many cuts (random_eviction: one per evicted key, 28
+ * a fwd tile on average, 55 a bwd tile) get their mask precomputed here,
+ * one 32-bit word per thread in the bit order of its scores: the kernel
+ * reads one word instead of testing every cut.  Tiles with fewer cuts stay
+ * on the cut test, which needs no memory and no load latency.  bwd words
+ * follow flash_bwd's warp tiles.  At most BM_CAP words a plan: past that,
+ * cuts again. */
+enum { BM_CAP = 64 << 20 };
+
+/* The word and bit of the score at (r, c) = (q - q0, k - k0) of a tile. */
+static void bm_pos_fwd(int r, int c, int *word, int *bit)
+{
+	const int rw = r & 31, cw = c & 31;
+	*bit = (((rw >> 4) * 4 + (cw >> 3)) * 4) + ((rw >> 3) & 1) * 2 + (cw & 1);
+	*word = ((r >> 5) * 2 + (c >> 5)) * 32 + (rw & 7) * 4 + ((cw >> 1) & 3);
+}
+
+static void bm_pos_bwd(int qq, int kk, int *word, int *bit)
+{
+	const int ki = kk & 31, qi = qq & 31;
+	*bit = (((ki >> 4) * 4 + (qi >> 3)) * 4) + ((ki >> 3) & 1) * 2 + (qi & 1);
+	*word = ((kk >> 5) + 4 * (qq >> 5)) * 32 + (ki & 7) * 4 + ((qi >> 1) & 3);
+}
+
+static int dplan_masks(struct dplan *d, const struct plan *p, int mincut)
+{
+	const int n = p->transposed ? p->nkt : p->nqt, bq = p->bq, bk = p->bk;
+	int32_t *bmi = (int32_t *)malloc((size_t)(p->nent ? p->nent : 1) * sizeof *bmi);
+	uint32_t *bm = NULL;
+	int64_t nb = 0;
+	int rc;
+
+	if (bmi == NULL)
+		return KERN_ERR;
+	for (int e = 0; e < p->nent; e++) {
+		bmi[e] = -1;
+		if (mincut > 0 && p->ent[e].ncut >= mincut && (nb + 1) * 256 <= BM_CAP)
+			bmi[e] = (int32_t)nb++;
+	}
+	if (nb > 0 && (bm = (uint32_t *)calloc((size_t)nb * 256, sizeof *bm)) == NULL) {
+		free(bmi);
+		return KERN_ERR;
+	}
+	for (int r = 0; nb > 0 && r < p->nrows; r++)
+		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
+			if (bmi[e] < 0)
+				continue;
+			const plan_ent *E = &p->ent[e];
+			const int64_t q0 = (int64_t)(p->transposed ? E->t0 : r % n) * bq;
+			const int64_t k0 = (int64_t)(p->transposed ? r % n : E->t0) * bk;
+			uint32_t *w = bm + (int64_t)bmi[e] * 256;
+			for (int c = E->cut0; c < E->cut0 + E->ncut; c++) {
+				const struct plan_cut *C = &p->cut[c];
+				const int64_t qa = C->q0 > q0 ? C->q0 : q0, qz = C->q1 < q0 + bq ? C->q1 : q0 + bq;
+				const int64_t ka = C->k0 > k0 ? C->k0 : k0, kz = C->k1 < k0 + bk ? C->k1 : k0 + bk;
+				for (int64_t q = qa; q < qz; q++)
+					for (int64_t k = ka; k < kz; k++) {
+						int word, bit;
+						if (!plan_cut_allows(C, q, k))
+							continue;
+						if (p->transposed)
+							bm_pos_bwd((int)(q - q0), (int)(k - k0), &word, &bit);
+						else
+							bm_pos_fwd((int)(q - q0), (int)(k - k0), &word, &bit);
+						w[word] |= 1u << bit;
+					}
+			}
+		}
+	if ((rc = upload((void **)&d->bmi, bmi, (size_t)p->nent * sizeof *bmi)) == KERN_OK)
+		rc = upload((void **)&d->bm, bm, (size_t)nb * 256 * sizeof *bm);
+	free(bmi);
+	free(bm);
 	return rc;
 }
 
@@ -1069,7 +1242,7 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 {
 	struct fstate *f = (struct fstate *)calloc(1, sizeof *f);
 	struct plan p, pb, pt;
-	int rc;
+	int rc, mincut = 4;
 	cudaError_t ce;
 
 	*st = NULL;
@@ -1079,6 +1252,9 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 	}
 	f->s = *s;
 	f->mheads = m->heads;
+	/* the bitmaps' threshold, for A/B timings (0: cuts only) */
+	if (getenv("FLASH_BM_MINCUT") != NULL)
+		mincut = atoi(getenv("FLASH_BM_MINCUT"));
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
@@ -1093,6 +1269,8 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 		return KERN_ERR;
 	}
 	rc = dplan_make(&f->f, &p);
+	if (rc == KERN_OK)
+		rc = dplan_masks(&f->f, &p, mincut);
 	plan_free(&p);
 	if (rc == KERN_OK) {
 		if (plan_build(&pb, m, BBQ, BBK, err, errlen) != 0) {
@@ -1106,6 +1284,8 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 		}
 		plan_free(&pb);
 		rc = dplan_make(&f->b, &pt);
+		if (rc == KERN_OK)
+			rc = dplan_masks(&f->b, &pt, mincut);
 		if (rc == KERN_OK)
 			rc = bplan_items(&f->b, &pt, s, m->heads);
 		plan_free(&pt);
@@ -1135,6 +1315,7 @@ template <typename T, int HD> static int run_fwd(struct fstate *f, const struct 
 	fwd_args a;
 	a.q = io->q; a.k = io->k; a.v = io->v; a.o = io->o; a.lse = io->lse;
 	a.row = f->f.row; a.order = f->f.order; a.ent = f->f.ent; a.cut = f->f.cut;
+	a.bmi = f->f.bmi; a.bm = f->f.bm;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.hkv = s->hkv;
 	a.nqt = f->f.ntiles; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
@@ -1169,6 +1350,7 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 	a.lse = io->lse; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
 	a.wsk = f->ws; a.wsv = f->ws + nws;
 	a.row = f->b.row; a.item = f->b.item; a.ent = f->b.ent; a.cut = f->b.cut;
+	a.bmi = f->b.bmi; a.bm = f->b.bm;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->b.ntiles; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.batch = s->batch;
