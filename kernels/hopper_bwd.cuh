@@ -9,15 +9,19 @@
  * 64 keys each; K and V of the tile stay in shared memory (TMA, 128-byte
  * swizzle) while the CTA walks the transposed plan over every q-head of the
  * GQA group, Q, dO, L and D of each q-tile of 64 rows arriving through a
- * two-stage ring of mbarriers, the next tile loading while this one runs.
+ * two-stage ring of mbarriers (full: TMA bytes; empty: every warp done),
+ * the next tile loading while this one runs.  S^T and dP^T are separate
+ * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
  *   S^T = K Q^T and dP^T = V dO^T (both operands in shared memory);
  *   P^T = exp2(S^T*sl - L), dS^T = P^T (dP^T - D), in registers in exactly
  *   the A-operand layout the next products need;
  *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
  *   transposed from the same shared tiles);
- *   dS^T to shared memory, then dQ (+)= dS K, added to an fp32 workspace
- *   with vector atomics and converted (scale folded) by a last kernel.
+ *   dS^T to shared memory, then dQ = dS K, staged in shared memory and
+ *   added to an fp32 workspace by one TMA reduce-add per box (converted,
+ *   scale folded in, by a last kernel): a bulk reduction costs the L2 far
+ *   less than per-thread atomics, which bounded the kernel before.
  * dK/dV of a kv-head sum over its q-heads in registers: no atomics.  Only
  * the plan's partial tiles mask elements (cut bits, as flash does); K and V
  * rows past sk arrive as zeros from TMA and are masked on the last k-tile
@@ -489,12 +493,14 @@ static __device__ __forceinline__ bool bwalk_next(bwalk &w, const args &a, int h
 }
 
 /* Shared memory: K, V [HD/64][BK][64]; Q, dO [2 stages][HD/64][BQ][64];
- * dS^T [2][BK][BQ]; L, D [2][BQ]; mbarriers: K/V, full[2], empty[2]. */
+ * dS^T [2][BK][BQ]; dQ of each warpgroup [2][2 boxes][BQ][32] fp32; L, D
+ * [2][BQ]; mbarriers: K/V, full[2], empty[2]. */
 template <int HD> struct lay_smem {
 	enum {
 		KB = BK * HD * 2, QB = BQ * HD * 2, SB = BK * BQ * 2,
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + 2 * QB, S = 2 * KB + 4 * QB,
-		L = S + 2 * SB, D = L + 2 * BQ * 4, BAR = D + 2 * BQ * 4,
+		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
+		L = DQ + 4 * BQ * 128, D = L + 2 * BQ * 4, BAR = D + 2 * BQ * 4,
 		TOTAL = BAR + 64 + 1024     /* + alignment of the base to 1024 */
 	};
 };
@@ -516,7 +522,7 @@ template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 template <typename T, int HD>
 __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
-    const __grid_constant__ CUtensorMap tv, const args a)
+    const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
 	typedef lay_smem<HD> M;
 	constexpr int CB = HD / 64, KS = HD / 16;
@@ -682,7 +688,11 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		}
 		wg_commit();
 		/* dS^T of both warpgroups in shared memory (a named barrier: the
-		 * whole CTA, but apart from __syncthreads' own). */
+		 * whole CTA, but apart from __syncthreads' own); it also tells
+		 * every thread that the warpgroup's last dQ reduction has read
+		 * the staging boxes. */
+		if ((tid & 127) == 0)
+			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 		asm volatile("bar.sync 1, 256;" ::: "memory");
 
 		/* dQ = dS K: A = dS^T read M-major.  HD 128: warpgroup wg takes
@@ -715,20 +725,40 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		__syncwarp();
 		if (lane == 0)
 			bar_arrive(barq + 16 + 8 * st);
+		/* dQ to the staging boxes (swizzled: the 8 rows a store touches
+		 * hit 8 distinct 16-byte chunks), then one TMA reduce-add per box
+		 * into the fp32 workspace: rows past sq are clipped by TMA. */
 		{
-			const int nb = HD == 128 ? wg * 64 : 0;
+			const uint32_t sq0 = s0 + M::DQ + wg * 2 * BQ * 128;
 #pragma unroll
-			for (int rr = 0; rr < 2; rr++) {
-				const int qq = q0 + wi * 16 + g + rr * 8;
-				if (qq >= a.sq)
-					continue;
-				float *dst = a.dqa + (((int64_t)b * a.sq + qq) * a.hq + h) * HD + nb + t4 * 2;
+			for (int j = 0; j < 8; j++)
 #pragma unroll
-				for (int j = 0; j < 8; j++)
-					atomicAdd((float2 *)(dst + j * 8), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));
+				for (int rr = 0; rr < 2; rr++) {
+					const int r = wi * 16 + g + rr * 8;
+					const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
+					    (((2 * (j & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+					asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+					    :: "r"(ad), "f"(dq[4 * j + 2 * rr]), "f"(dq[4 * j + 2 * rr + 1]) : "memory");
+				}
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			if (wg)
+				asm volatile("bar.sync 3, 128;" ::: "memory");
+			else
+				asm volatile("bar.sync 2, 128;" ::: "memory");
+			if ((tid & 127) == 0) {
+				const int c0 = HD == 128 ? wg * 64 : 0;
+#pragma unroll
+				for (int x = 0; x < 2; x++)
+					asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+					    " [%0, {%2, %3, %4, %5}], [%1];"
+					    :: "l"(&tdq), "r"(sq0 + x * BQ * 128), "r"(c0 + 32 * x), "r"(h), "r"(q0), "r"(b)
+					    : "memory");
+				asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 			}
 		}
 	}
+	if ((tid & 127) == 0)
+		asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 
 	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
 	if (item.w >= 0) {
@@ -969,13 +999,17 @@ static int launched(const char *what)
 	return KERN_ERR;
 }
 
-/* [batch][seq][heads][HD] as a 4-d map of 64-column boxes of rows rows. */
-static int tmap(struct state *f, CUtensorMap *m, const void *base, int64_t seq, int heads, int hd, int rows)
+/* [batch][seq][heads][HD] as a 4-d map of 128-byte-wide boxes (64 columns,
+ * or 32 of the fp32 dQ workspace) of rows rows, 128-byte swizzle. */
+static int tmap(struct state *f, CUtensorMap *m, const void *base, int64_t seq, int heads, int hd, int rows,
+    bool fp32 = false)
 {
+	const cuuint64_t es_ = fp32 ? 4 : 2;
 	const cuuint64_t dim[4] = {(cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)f->s.batch};
-	const cuuint64_t str[3] = {(cuuint64_t)hd * 2, (cuuint64_t)heads * hd * 2, (cuuint64_t)seq * heads * hd * 2};
-	const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
-	CUresult r = f->encode(m, f->s.dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+	const cuuint64_t str[3] = {(cuuint64_t)hd * es_, (cuuint64_t)heads * hd * es_, (cuuint64_t)seq * heads * hd * es_};
+	const cuuint32_t box[4] = {fp32 ? 32u : 64u, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
+	CUresult r = f->encode(m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 :
+	    f->s.dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
 	    4, (void *)base, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
 	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	if (r != CUDA_SUCCESS) {
@@ -992,7 +1026,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	const int64_t nq = (int64_t)s->batch * s->sq * s->hq * HD;
 	const int64_t npad = (int64_t)s->batch * s->hq * f->sqp;
 	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * BK * HD;
-	CUtensorMap tq, tdo, tk, tv;
+	CUtensorMap tq, tdo, tk, tv, tdq;
 	int rc;
 
 	/* The workspace is made on first use: a forward-only run needs none. */
@@ -1004,7 +1038,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	if ((rc = tmap(f, &tq, io->q, s->sq, s->hq, HD, BQ)) != KERN_OK ||
 	    (rc = tmap(f, &tdo, io->dout, s->sq, s->hq, HD, BQ)) != KERN_OK ||
 	    (rc = tmap(f, &tk, io->k, s->sk, s->hkv, HD, BK)) != KERN_OK ||
-	    (rc = tmap(f, &tv, io->v, s->sk, s->hkv, HD, BK)) != KERN_OK)
+	    (rc = tmap(f, &tv, io->v, s->sk, s->hkv, HD, BK)) != KERN_OK ||
+	    (rc = tmap(f, &tdq, f->dqa, s->sq, s->hq, HD, BQ, true)) != KERN_OK)
 		return rc;
 	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
@@ -1023,7 +1058,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.sl = (float)s->scale * HB_LOG2E;
 	a.scale = (float)s->scale;
 	dim3 grid(s->hkv, f->nitems, s->batch);
-	bwd<T, HD><<<grid, NT, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, a);
+	bwd<T, HD><<<grid, NT, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	if ((rc = launched("main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
