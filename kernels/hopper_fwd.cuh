@@ -4,10 +4,14 @@
  * warpgroups.  Warpgroup 0 is the producer: one thread issues TMA copies
  * (cp.async.bulk.tensor, 128-byte swizzle, zero fill past the sequence
  * ends) of the Q tile once and of K and V tiles of 128 keys into a ring of
- * shared-memory stages, each guarded by mbarriers (full: the copy landed,
- * with its byte count; empty: both consumers are done with the stage).  It
- * gives most of its registers away (setmaxnreg.dec) to warpgroups 1 and 2,
- * the consumers, 64 q-rows each (setmaxnreg.inc).
+ * three shared-memory stages (225 KB at hd 128), each guarded by mbarriers
+ * (full: the copy landed, with its byte count; empty: both consumers are
+ * done with it).  K and V have barriers of their own: a K stage is given
+ * back as soon as S is computed, so K runs two tiles ahead of the
+ * consumers (one barrier for both left every K load exposed: 420 TFLOP/s
+ * instead of 600 at hd 128).  The producer gives most of its registers
+ * away (setmaxnreg.dec) to warpgroups 1 and 2, the consumers, 64 q-rows
+ * each (setmaxnreg.inc).
  *
  * A consumer computes S = Q K^T with wgmma (both operands in shared
  * memory, K-major descriptors), masks S only on the plan's partial tiles
@@ -18,11 +22,17 @@
  *
  * Within a warpgroup the GEMMs overlap the softmax: S(j+1) = Q K(j+1)^T and
  * O += P(j) V(j) are issued together, the softmax of S(j+1) runs as soon as
- * the first completes, while the tensor cores still do the second.
+ * the first completes, while the tensor cores still do the second.  The
+ * two consumers take turns to issue (ping-pong on named barriers).
  *
  * The plan (tiles 128 x 128) drives the walk exactly as in flash.cu: full
- * tiles are never masked, partial ones are masked from their cuts, and
- * q-tiles run heaviest first. */
+ * tiles are never masked, partial ones are masked from their cuts (a few
+ * compares per cut and row: a cut allows one interval of keys on a row,
+ * which is a run of a thread's score bits), partial tiles with many cuts
+ * from a bitmask made in init, and q-tiles run heaviest first.  A
+ * persistent grid (items from an atomic counter, the next Q loaded under
+ * the last item's epilogue) measured no faster on full and causal masks
+ * and was left out (bench/NOTES.md, "hopper fwd"). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <limits.h>
@@ -32,16 +42,12 @@ namespace hf {
 
 enum { BQ = 128, BK = 128, NT = 384 };
 
-#ifndef HF_ST128
-#define HF_ST128 3
-#endif
-
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
 template <int HD> struct cfg {
 	enum {
-		STAGES = HD == 128 ? HF_ST128 : 3,
+		STAGES = 3,
 		QB = BQ * HD * 2,                  /* bytes of the Q tile */
 		KB = BK * HD * 2,                  /* bytes of one K (or V) tile */
 		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
@@ -50,10 +56,17 @@ template <int HD> struct cfg {
 	};
 };
 
+/* A partial tile with more cuts than this (random_eviction: one a key)
+ * has its mask made in init, a bit a score, so that no thread walks
+ * dozens of cuts per tile. */
+enum { MANY = 8 };
+
 struct args {
 	const int32_t *row, *order;
 	const plan_ent *ent;
 	const plan_cut *cut;
+	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
+	const uint4 *bm;           /* per bitmask BQ rows of BK bits */
 	void *o;
 	float *lse;
 	int sq, sk, hq, nqt, group, mgroup;
@@ -307,13 +320,27 @@ static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint
 
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
  * keys past sk, become -inf.  Rows past sq are never stored. */
-static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq)
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
+    int q0)
 {
 	const int k0 = w.t * BK;
 	if (w.E.ncut == 0 && k0 + BK <= a.sk)
 		return;
 	uint32_t ok[2];
-	allowed(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
+	if (w.E.ncut > MANY) {
+		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const uint4 v = bm[qr[rr] - q0];
+			const uint32_t wd[4] = { v.x, v.y, v.z, v.w };
+			ok[rr] = 0;
+#pragma unroll
+			for (int j = 0; j < BK / 8; j++)
+				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
+		}
+	} else {
+		allowed(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
+	}
 #pragma unroll
 	for (int j = 0; j < BK / 8; j++)
 #pragma unroll
@@ -369,9 +396,6 @@ template <typename T> static __device__ __forceinline__ void to_p(uint32_t (*p)[
 /* Ping-pong: the consumers take turns to issue their GEMMs (named
  * barrier 1 + w is warpgroup w's turn), so that one's softmax runs while
  * the other's GEMMs keep the tensor cores busy. */
-#ifndef HF_PP
-#define HF_PP 1
-#endif
 static __device__ __forceinline__ void named_arrive(int id)
 {
 	asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory");
@@ -379,14 +403,12 @@ static __device__ __forceinline__ void named_arrive(int id)
 
 static __device__ __forceinline__ void pp_sync(int cw)
 {
-	if (HF_PP)
-		asm volatile("bar.sync %0, 256;" :: "r"(1 + cw) : "memory");
+	asm volatile("bar.sync %0, 256;" :: "r"(1 + cw) : "memory");
 }
 
 static __device__ __forceinline__ void pp_arrive(int cw)
 {
-	if (HF_PP)
-		named_arrive(2 - cw);
+	named_arrive(2 - cw);
 }
 
 template <typename T, int HD>
@@ -470,7 +492,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	int it = 0, pst = 0;
 	uint32_t pph = 0;
 	if (w.more()) {
-		if (HF_PP && cw == 1)
+		if (cw == 1)
 			named_arrive(1);
 		bar_wait(bQ, 0);
 		bar_wait(bK, 0);
@@ -483,7 +505,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pin<64>(s);
 		if (lane == 0)
 			bar_arrive(bEK);
-		mask_tile(s, a, w, qr, kq);
+		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		to_p<T>(p, s);
@@ -508,7 +530,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pin<64>(s);
 		if (lane == 0)
 			bar_arrive(bEK + 8 * st);
-		mask_tile(s, a, w, qr, kq);
+		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		wg_wait<0>();
@@ -569,9 +591,10 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 struct state {
 	struct attn_shape s;
 	int mheads, nqt;
-	int32_t *row, *order;
+	int32_t *row, *order, *bmi;
 	plan_ent *ent;
 	plan_cut *cut;
+	uint4 *bm;
 };
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode;
@@ -600,6 +623,8 @@ static void fini(void *st)
 	dev_free(f->order);
 	dev_free(f->ent);
 	dev_free(f->cut);
+	dev_free(f->bmi);
+	dev_free(f->bm);
 	free(f);
 }
 
@@ -610,6 +635,55 @@ static int upload(void **dst, const void *src, size_t n)
 	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
 		return KERN_ERR;
 	return KERN_OK;
+}
+
+/* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
+ * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk. */
+static int bitmasks(struct state *f, const struct plan *p)
+{
+	int32_t *bmi = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *bmi);
+	uint32_t *bm = NULL;
+	int nbm = 0, rc;
+
+	if (bmi == NULL)
+		return KERN_ERR;
+	for (int e = 0; e < p->nent; e++)
+		bmi[e] = p->ent[e].ncut > MANY ? nbm++ : -1;
+	if (nbm > 0 && (bm = (uint32_t *)calloc((size_t)nbm * BQ * 4, sizeof *bm)) == NULL) {
+		free(bmi);
+		return KERN_ERR;
+	}
+	for (int r = 0; r < p->nrows; r++) {
+		const int64_t q0 = (int64_t)(r % p->nqt) * BQ, q1 = q0 + BQ < p->sq ? q0 + BQ : p->sq;
+		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
+			if (bmi[e] < 0)
+				continue;
+			const int64_t k0 = (int64_t)p->ent[e].t0 * BK, k1 = k0 + BK < p->sk ? k0 + BK : p->sk;
+			uint32_t *b = bm + (size_t)bmi[e] * BQ * 4;
+			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
+				const struct plan_cut *C = &p->cut[c];
+				for (int64_t q = C->q0 > q0 ? C->q0 : q0; q < C->q1 && q < q1; q++) {
+					int64_t lo = C->k0 > k0 ? C->k0 : k0, hi = C->k1 < k1 ? C->k1 : k1;
+					if ((C->kind == MASK_CAUSAL || C->kind == MASK_BICAUSAL) && q + C->k1 - C->q1 + 1 < hi)
+						hi = q + C->k1 - C->q1 + 1;
+					if ((C->kind == MASK_INVCAUSAL || C->kind == MASK_BICAUSAL) && q + C->k0 - C->q0 > lo)
+						lo = q + C->k0 - C->q0;
+					for (int wd = 0; wd < 4 && lo < hi; wd++) {
+						const int64_t a0 = k0 + 32 * wd, a1 = a0 + 32;
+						const int64_t x0 = lo > a0 ? lo : a0, x1 = hi < a1 ? hi : a1;
+						if (x0 < x1)
+							b[(q - q0) * 4 + wd] |= (uint32_t)(((1ull << (x1 - x0)) - 1) << (x0 - a0));
+					}
+				}
+			}
+		}
+	}
+	rc = upload((void **)&f->bmi, bmi, (size_t)p->nent * sizeof *bmi);
+	if (rc == KERN_OK)
+		rc = upload((void **)&f->bm, bm, (size_t)nbm * BQ * 4 * sizeof *bm);
+	free(bmi);
+	free(bm);
+	return rc;
 }
 
 static const int64_t *work_key;
@@ -684,7 +758,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		if ((rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
-		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)))
+		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)) ||
+		    (rc = bitmasks(f, &p)))
 			;
 	}
 	free(ord);
@@ -725,6 +800,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
+	a.bmi = f->bmi; a.bm = f->bm;
 	a.o = io->o; a.lse = io->lse;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
