@@ -16,7 +16,7 @@
 #   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
 #             and naive, fwd and bwd (tests/gpu/kern.sh matrix)
 #   million   1M tokens, 64:8, fwd and bwd, on flash and hopper (O(S)
-#             memory: the row's mem_gib)
+#             memory: the row's mem_gib); $MILLION_KERNS picks the kernels
 # Rows go to $OUT/check.tsv and $OUT/bench.tsv, logs to $OUT/*.log, the
 # tables to $OUT/summary.txt (at most 8 files come back from the device).
 # A colleague adds a section: one function sec_NAME and its name in ALL.
@@ -180,8 +180,8 @@ sec_matrix() {
 sec_million() {
 	maskgen -p sliding_window_causal -n 1M -w 8192 -o "$M/m-swc.amask" &&
 	    maskgen -p causal_document -n 1M -s 1 -o "$M/m-doc.amask" || { fail "maskgen 1M"; return; }
-	kerns=flash
-	kbench -l | grep -q '^hopper .*gpu' && kerns=flash,hopper
+	kerns=${MILLION_KERNS:-flash}
+	[ -n "${MILLION_KERNS:-}" ] || ! kbench -l | grep -q '^hopper .*gpu' || kerns=flash,hopper
 	kbench -v -k $kerns -p fwd,bwd -w 0 -n 1 "$M/m-swc.amask" "$M/m-doc.amask" \
 	    >"$OUT/million.tsv" 2>>"$OUT/bench.log"
 	rc=$?
