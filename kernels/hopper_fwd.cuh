@@ -29,7 +29,8 @@
  * tiles are never masked, partial ones are masked from their cuts (a few
  * compares per cut and row: a cut allows one interval of keys on a row,
  * which is a run of a thread's score bits), partial tiles with many cuts
- * from a bitmask made in init, and q-tiles run heaviest first.  A
+ * from a bitmask made in init, and q-tiles run heaviest first, the
+ * q-heads of one kv-head side by side (K and V shared in L2).  A
  * persistent grid (items from an atomic counter, the next Q loaded under
  * the last item's epilogue) measured no faster on full and causal masks
  * and was left out (bench/NOTES.md, "hopper fwd"). */
@@ -423,7 +424,12 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty */
 	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
 	const int tid = threadIdx.x, wg = tid >> 7;
-	const int h = blockIdx.x, qt = a.order[blockIdx.y], b = blockIdx.z;
+	/* block i: the q-heads of one kv-head fastest, then q-tiles in plan
+	 * order, then kv-heads, so that the CTAs on the machine at a time share
+	 * one kv-head's K and V (16 MB at 32K), which then stays in L2 (heads
+	 * fastest, they read all kv-heads' K and V: 128 MB at 32K) */
+	const int gi = blockIdx.x, hh = gi % a.group, qi = gi / a.group % a.nqt;
+	const int h = gi / (a.group * a.nqt) * a.group + hh, qt = a.order[qi], b = blockIdx.z;
 	const int q0 = qt * BQ, r = (h / a.mgroup) * a.nqt + qt;
 	const int e0 = a.row[r], e1 = a.row[r + 1];
 
@@ -609,7 +615,7 @@ static const char *check(const struct attn_shape *s, const struct mask *m)
 		return "heads_q must be a multiple of heads_kv and of the mask heads";
 	if (s->sq >= INT32_MAX - 256 || s->sk >= INT32_MAX - 256)
 		return "sequence longer than 2^31";
-	if ((s->sq + BQ - 1) / BQ > 65535 || s->batch > 65535 || s->hq > 65535)
+	if ((s->sq + BQ - 1) / BQ * (int64_t)s->hq > INT32_MAX || s->batch > 65535)
 		return "grid too large";
 	return NULL;
 }
@@ -805,7 +811,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
-	dim3 grid(s->hq, f->nqt, s->batch);
+	dim3 grid(s->hq * f->nqt, 1, s->batch);
 	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, a);
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));
