@@ -30,10 +30,11 @@
  * compares per cut and row: a cut allows one interval of keys on a row,
  * which is a run of a thread's score bits), partial tiles with many cuts
  * from a bitmask made in init, and q-tiles run heaviest first, the
- * q-heads of one kv-head side by side (K and V shared in L2).  A
- * persistent grid (items from an atomic counter, the next Q loaded under
- * the last item's epilogue) measured no faster on full and causal masks
- * and was left out (bench/NOTES.md, "hopper fwd"). */
+ * q-heads of one kv-head side by side (K and V shared in L2).  O leaves
+ * through shared memory and a TMA store.  A persistent grid (items from an
+ * atomic counter, the next Q loaded under the last item's tail) measured
+ * no faster on full and causal masks and was left out (bench/NOTES.md,
+ * "hopper fwd"). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <limits.h>
@@ -414,7 +415,8 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
-    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const args a)
+    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+    const __grid_constant__ CUtensorMap to, const args a)
 {
 	typedef cfg<HD> C;
 	constexpr int S = C::STAGES, NO = HD / 2;
@@ -572,23 +574,40 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	T *O = (T *)a.o + (((int64_t)b * a.sq) * a.hq + h) * HD;
+	/* O through shared memory (this warpgroup's 64 rows of Q, whose last
+	 * S is done) and one TMA store, which clips the rows past sq: a
+	 * thread's direct stores are 4 bytes in 16 KB-strided rows, half a
+	 * sector each, and hold the CTA's exit on short rows.  The layout is
+	 * Q's: 64-column boxes, 128-byte rows, 16-byte chunks swizzled by the
+	 * row's low 3 bits. */
 	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
-	const int64_t ldo = (int64_t)a.hq * HD;
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
 		float sum = l[rr];
 		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
 		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		if (qr[rr] >= a.sq)
-			continue;
 		const float inv = sum > 0 ? 1.f / sum : 0.f;
-		T *orow = O + (int64_t)qr[rr] * ldo + kq;
+		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
 #pragma unroll
-		for (int j = 0; j < HD / 8; j++)
-			*(uint32_t *)(orow + 8 * j) = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-		if ((lane & 3) == 0)
+		for (int j = 0; j < HD / 8; j++) {
+			const uint32_t v = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
+			const uint32_t ad = sQw + (j >> 3) * BQ * 128 + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
+		}
+		if ((lane & 3) == 0 && qr[rr] < a.sq)
 			L[qr[rr]] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+	if ((ct & 127) == 0) {
+#pragma unroll
+		for (int c = 0; c < HD / 64; c++)
+			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
+			    :: "l"((uint64_t)&to), "r"(c * 64), "r"(h), "r"(q0 + cw * 64), "r"(b),
+			    "r"(sQw + c * BQ * 128) : "memory");
+		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+		/* shared memory must stay until the copy has read it */
+		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 	}
 }
 
@@ -795,13 +814,14 @@ static int tmap(CUtensorMap *map, const void *ptr, int dtype, int64_t seq, int h
 template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
 {
 	const struct attn_shape *s = &f->s;
-	CUtensorMap tq, tk, tv;
+	CUtensorMap tq, tk, tv, to;
 	args a;
 	cudaError_t e;
 
 	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
 	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
-	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) {
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
+	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
 		warnx("hopper: fwd: cuTensorMapEncodeTiled failed");
 		return KERN_ERR;
 	}
@@ -812,7 +832,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
 	dim3 grid(s->hq * f->nqt, 1, s->batch);
-	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, a);
+	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));
 		return KERN_ERR;
