@@ -1,9 +1,9 @@
 /* hopper: attention for sm_90a alone (TMA, wgmma, warp specialisation),
  * driven by the same mask plan as flash.  The forward pass lives in
  * hopper_fwd.cuh (namespace hf), the backward pass in hopper_bwd.cuh
- * (namespace hb): two kernels with nothing in common but the plan, kept
- * in one translation unit so the kernel is still one table entry built
- * for one architecture. */
+ * (namespace hb): two kernels that share the plan and the few PTX wrappers
+ * below, kept in one translation unit so the kernel is still one table
+ * entry built for one architecture. */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,6 +16,76 @@ extern "C" {
 #include "kernel.h"
 #include "plan.h"
 #include "dev.h"
+}
+
+#include <cuda.h>
+
+/* ---- what both passes use: mbarriers, TMA, wgmma groups, the plan upload */
+
+static __device__ __forceinline__ uint32_t smaddr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void bar_init(uint32_t bar, int n)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(n) : "memory");
+}
+
+/* Arrive and add the bytes a TMA copy will complete on the barrier. */
+static __device__ __forceinline__ void bar_expect(uint32_t bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+/* %= makes the label unique per inlined copy. */
+static __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity)
+{
+	asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
+	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+	    "@!p bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+/* One box of a 4-d tensor map (element, head, row, batch) into shared
+ * memory, completing on mbarrier bar. */
+static __device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3, uint32_t bar)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+	    " [%0], [%1, {%2, %3, %4, %5}], [%6];"
+	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+
+static __device__ __forceinline__ void wg_fence(void)
+{
+	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void wg_commit(void)
+{
+	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void wg_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+/* ex2.approx: exp2(-inf) = +0, which is what masked scores need. */
+static __device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* Never a zero-byte allocation: a plan with no cut still gets a pointer. */
+static int upload(void **dst, const void *src, size_t n)
+{
+	if (dev_alloc(dst, n ? n : 16) != 0)
+		return KERN_OOM;
+	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+		return KERN_ERR;
+	return KERN_OK;
 }
 
 #include "hopper_fwd.cuh"

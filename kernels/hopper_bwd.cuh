@@ -66,67 +66,15 @@ template <> struct dt<__half> {
 
 /* ---- PTX ---------------------------------------------------------------- */
 
-static __device__ __forceinline__ uint32_t smaddr(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ float ex2(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-}
-
 static __device__ __forceinline__ void sts32(uint32_t a, uint32_t v)
 {
 	asm volatile("st.shared.b32 [%0], %1;" :: "r"(a), "r"(v) : "memory");
-}
-
-static __device__ __forceinline__ void bar_init(uint32_t bar, int n)
-{
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(n) : "memory");
-}
-
-static __device__ __forceinline__ void bar_expect(uint32_t bar, uint32_t bytes)
-{
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-
-static __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity)
-{
-	asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
-	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-	    "@!p bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-
-/* A box of a 4-d tensor map (column, head, row, batch) into shared memory. */
-static __device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3, uint32_t bar)
-{
-	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-	    " [%0], [%1, {%2, %3, %4, %5}], [%6];"
-	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
 }
 
 static __device__ __forceinline__ void bulk(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
 {
 	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
 	    :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-static __device__ __forceinline__ void wg_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-
-static __device__ __forceinline__ void wg_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void wg_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
 
 /* Keeps the compiler from moving accumulator reads or writes across the
@@ -873,15 +821,6 @@ static void fini(void *st)
 	dev_free(f->D);
 	dev_free(f->ws);
 	free(f);
-}
-
-static int upload(void **dst, const void *src, size_t n)
-{
-	if (dev_alloc(dst, n ? n : 16) != 0)
-		return KERN_OOM;
-	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-		return KERN_ERR;
-	return KERN_OK;
 }
 
 /* The bitmasks of the partial tiles with more than MANY cuts (transposed

@@ -77,42 +77,9 @@ struct args {
 
 /* ---- PTX wrappers ------------------------------------------------------ */
 
-static __device__ __forceinline__ uint32_t smaddr(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ void bar_init(uint32_t b, int n)
-{
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n));
-}
-
-static __device__ __forceinline__ void bar_expect(uint32_t b, uint32_t bytes)
-{
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
-}
-
 static __device__ __forceinline__ void bar_arrive(uint32_t b)
 {
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory");
-}
-
-static __device__ __forceinline__ void bar_wait(uint32_t b, uint32_t phase)
-{
-	asm volatile("{\n\t.reg .pred p;\n"
-	    "HF_WAIT:\n\t"
-	    "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
-	    "@!p bra HF_WAIT;\n}" :: "r"(b), "r"(phase) : "memory");
-}
-
-/* One box of the 4-d tensor map (element, head, row, batch) into shared
- * memory, completing on mbarrier b. */
-static __device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
-    uint32_t b)
-{
-	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-	    " [%0], [%1, {%2, %3, %4, %5}], [%6];"
-	    :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(b) : "memory");
 }
 
 /* A shared-memory matrix descriptor with 128-byte swizzle: lbo and sbo in
@@ -122,21 +89,6 @@ static __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uin
 {
 	return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
 	    (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
-}
-
-static __device__ __forceinline__ void wg_fence(void)
-{
-	asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-
-static __device__ __forceinline__ void wg_commit(void)
-{
-	asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void wg_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
 
 /* Keeps the compiler from moving accumulator reads or writes across the
@@ -210,13 +162,6 @@ template <> struct ty<__half> {
 #undef HF_SS
 #undef HF_RS128
 #undef HF_RS64
-
-static __device__ __forceinline__ float ex2(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-}
 
 /* ---- masks of partial tiles ---------------------------------------------- */
 
@@ -651,15 +596,6 @@ static void fini(void *st)
 	dev_free(f->bmi);
 	dev_free(f->bm);
 	free(f);
-}
-
-static int upload(void **dst, const void *src, size_t n)
-{
-	if (dev_alloc(dst, n ? n : 16) != 0)
-		return KERN_OOM;
-	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-		return KERN_ERR;
-	return KERN_OK;
 }
 
 /* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
