@@ -106,9 +106,11 @@ $(B)/%.c.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(B)/kernels/hopper.cu.o: kernels/hopper.cu $(wildcard kernels/hopper_*.cuh) $(HDRS)
+$(B)/kernels/hopper.cu.o: kernels/hopper.cu $(wildcard kernels/*.cuh) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -gencode=arch=compute_90a,code=sm_90a -c -o $@ $<
+
+$(B)/kernels/flash.cu.o: kernels/tile.cuh
 
 $(B)/%.cu.o: %.cu $(HDRS)
 	@mkdir -p $(dir $@)

@@ -19,6 +19,7 @@ extern "C" {
 }
 
 #include <cuda.h>
+#include "tile.cuh"
 
 /* ---- what both passes use: mbarriers, TMA, wgmma groups, the plan upload */
 

@@ -232,7 +232,7 @@ template <int TB> static __device__ __forceinline__ void rs128(__half*, float (&
 /* The 32 scores a thread holds of its warp's 16 x 64 block of S^T:
  * element b = 4j + x at key kb + 8(x>>1), query qb + 8j + (x&1), with
  * kb = key row g of the warp, qb = 2t of the q-tile (the wgmma
- * accumulator layout).  cut_bits: the elements some cut allows;
+ * accumulator layout), the layout tile.cuh's cut_bits reads:
  * rectangles cost a compare or two per distinct row and column, only
  * diagonal cuts test every element. */
 struct lay {
@@ -242,63 +242,6 @@ struct lay {
 	static __host__ __device__ constexpr int qi(int b) { return (b >> 2) * 2 + (b & 1); }
 	static __host__ __device__ constexpr int ki(int b) { return (b & 3) >> 1; }
 };
-
-static __host__ __device__ constexpr uint32_t qbits(int u)
-{
-	uint32_t m = 0;
-	for (int b = 0; b < 32; b++)
-		if (lay::qi(b) == u)
-			m |= 1u << b;
-	return m;
-}
-
-static __host__ __device__ constexpr uint32_t kbits(int u)
-{
-	uint32_t m = 0;
-	for (int b = 0; b < 32; b++)
-		if (lay::ki(b) == u)
-			m |= 1u << b;
-	return m;
-}
-
-static __device__ __forceinline__ uint32_t rect_bits(int qb, int kb, int q0, int q1, int k0, int k1)
-{
-	uint32_t qm = 0, km = 0;
-	const int a0 = qb - q0, a1 = qb - q1, b0 = kb - k0, b1 = kb - k1;
-#pragma unroll
-	for (int u = 0; u < lay::NQ; u++)
-		qm |= a0 >= -lay::qoff(u) && a1 < -lay::qoff(u) ? qbits(u) : 0;
-#pragma unroll
-	for (int u = 0; u < lay::NK; u++)
-		km |= b0 >= -lay::koff(u) && b1 < -lay::koff(u) ? kbits(u) : 0;
-	return qm & km;
-}
-
-/* [rq0,rq1) x [rk0,rk1) is the warp's region: cuts outside it are skipped. */
-static __device__ __forceinline__ uint32_t cut_bits(const plan_cut *cut, int n, int qb, int kb,
-    int rq0, int rq1, int rk0, int rk1)
-{
-	uint32_t ok = 0;
-	for (int c = 0; c < n; c++) {
-		const plan_cut P = cut[c];
-		if (P.q1 <= rq0 || P.q0 >= rq1 || P.k1 <= rk0 || P.k0 >= rk1)
-			continue;
-		uint32_t in = rect_bits(qb, kb, P.q0, P.q1, P.k0, P.k1);
-		if (P.kind != MASK_FULL && in) {
-			const int lo = P.kind == MASK_INVCAUSAL || P.kind == MASK_BICAUSAL ? P.k0 - P.q0 : INT_MIN;
-			const int hi = P.kind == MASK_CAUSAL || P.kind == MASK_BICAUSAL ? P.k1 - P.q1 : INT_MAX;
-			const int d = kb - qb;
-#pragma unroll
-			for (int b = 0; b < 32; b++) {
-				const int o = lay::koff(lay::ki(b)) - lay::qoff(lay::qi(b));
-				if (d + o < lo || d + o > hi)
-					in &= ~(1u << b);
-			}
-		}
-		ok |= in;
-	}
-	return ok;
-}
 
 /* The same 32 bits from a tile's bitmask: key rows kr and kr + 8, queries
  * 2t + 8j and 2t + 8j + 1 of each. */
@@ -411,54 +354,6 @@ struct args {
 	float sl, scale;
 };
 
-/* Where a CTA's walk stands: q-head gi of the group, entry e (of e1) of
- * that head's row, q-tile t. */
-struct bwalk {
-	int gi, e, e1, t;
-};
-
-static __device__ __forceinline__ bool bwalk_row(bwalk &w, const args &a, int hk, int kt)
-{
-	for (; w.gi < a.group; w.gi++) {
-		const int h = hk * a.group + w.gi, r = (h / a.mgroup) * a.nkt + kt;
-		w.e = a.row[r];
-		w.e1 = a.row[r + 1];
-		if (w.e < w.e1) {
-			w.t = a.ent[w.e].t0;
-			return true;
-		}
-	}
-	return false;
-}
-
-static __device__ __forceinline__ bool bwalk_seek(bwalk &w, const args &a, int hk, int kt, int pos)
-{
-	while (bwalk_row(w, a, hk, kt)) {
-		for (; w.e < w.e1; w.e++) {
-			const int n = a.ent[w.e].t1 - a.ent[w.e].t0;
-			if (pos < n) {
-				w.t = a.ent[w.e].t0 + pos;
-				return true;
-			}
-			pos -= n;
-		}
-		w.gi++;
-	}
-	return false;
-}
-
-static __device__ __forceinline__ bool bwalk_next(bwalk &w, const args &a, int hk, int kt)
-{
-	if (++w.t < a.ent[w.e].t1)
-		return true;
-	if (++w.e < w.e1) {
-		w.t = a.ent[w.e].t0;
-		return true;
-	}
-	w.gi++;
-	return bwalk_row(w, a, hk, kt);
-}
-
 /* Shared memory: K, V [HD/64][BK][64]; Q, dO [2 stages][HD/64][BQ][64];
  * dS^T [2][BK][BQ]; dQ of each warpgroup [2][2 boxes][BQ][32] fp32; L, D
  * [2][BQ]; mbarriers: K/V, full[2], empty[2]. */
@@ -554,7 +449,7 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
 	uint32_t kvalid = ~0u;
 	if (k0 + BK > a.sk)
-		kvalid = rect_bits(0, k0 + kr + g, 0, 1 << 30, 0, a.sk);
+		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.sk);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
@@ -607,7 +502,7 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		if (E.ncut > MANY)
 			ok &= bm_bits(a.bm + (int64_t)a.bmi[cur.e] * BK, kr + g, t4);
 		else if (E.ncut > 0)
-			ok &= cut_bits(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+			ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
 		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 
 		/* P^T = exp2(S^T sl - L) while dP^T is still running; dV += P^T dO
