@@ -19,9 +19,11 @@ extern "C" {
 }
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include "tile.cuh"
 
-/* ---- what both passes use: mbarriers, TMA, wgmma groups, the plan upload */
+/* ---- what both passes use: mbarriers, TMA, wgmma groups, the plan upload,
+ * tensor maps */
 
 static __device__ __forceinline__ uint32_t smaddr(const void *p)
 {
@@ -86,6 +88,46 @@ static int upload(void **dst, const void *src, size_t n)
 		return KERN_OOM;
 	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
 		return KERN_ERR;
+	return KERN_OK;
+}
+
+/* cuTensorMapEncodeTiled from the driver the runtime has loaded, so the
+ * build needs no -lcuda; NULL if the driver lacks it. */
+static PFN_cuTensorMapEncodeTiled_v12000 tmap_encoder(void)
+{
+	static PFN_cuTensorMapEncodeTiled_v12000 encode;
+	cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	if (encode == NULL && cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+	    cudaEnableDefault, &q) == cudaSuccess && q == cudaDriverEntryPointSuccess)
+		encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+	return encode;
+}
+
+/* [batch][seq][heads][hd] as a 4-d tensor map of 128-byte-wide boxes (64
+ * columns of the dtype, or 32 of fp32) of `rows` rows, 128-byte swizzle;
+ * TMA zero-fills reads past seq and drops writes past it. */
+static int tmap(CUtensorMap *m, const void *base, int dtype, int64_t seq, int heads, int hd, int batch,
+    int rows, bool fp32 = false)
+{
+	PFN_cuTensorMapEncodeTiled_v12000 encode = tmap_encoder();
+	const cuuint64_t es = fp32 ? 4 : 2;
+	const cuuint64_t dim[4] = { (cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)batch };
+	const cuuint64_t str[3] = { hd * es, heads * hd * es, seq * heads * hd * es };
+	const cuuint32_t box[4] = { fp32 ? 32u : 64u, 1, (cuuint32_t)rows, 1 }, one[4] = { 1, 1, 1, 1 };
+	CUresult r;
+
+	if (encode == NULL)
+		return KERN_ERR;
+	r = encode(m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : dtype == DT_BF16 ?
+	    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+	    4, (void *)base, dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	if (r != CUDA_SUCCESS) {
+		warnx("hopper: cuTensorMapEncodeTiled: error %d", (int)r);
+		return KERN_ERR;
+	}
 	return KERN_OK;
 }
 

@@ -32,7 +32,6 @@
  * Shared tiles are TMA boxes of 64 columns (128 bytes) with the 128-byte
  * swizzle: element (r, c) of a box at r*128 + ((c/8 ^ r%8)*16) + c%8*2,
  * every box 1024-byte aligned, as the wgmma descriptors require. */
-#include <cuda.h>
 #include <limits.h>
 #include <math.h>
 
@@ -666,10 +665,6 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 
 /* ---- host ------------------------------------------------------------------ */
 
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 struct state {
 	struct attn_shape s;
 	int mheads, sqp, nkt;
@@ -681,7 +676,6 @@ struct state {
 	int4 *item;
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
-	encode_fn encode;
 };
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
@@ -852,8 +846,6 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 {
 	struct state *f = (struct state *)calloc(1, sizeof *f);
 	struct plan p, pt;
-	cudaDriverEntryPointQueryResult q;
-	void *fn = NULL;
 	int rc;
 	cudaError_t ce;
 
@@ -869,14 +861,12 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
 		ce = s->hd == 64 ? set_smem<__half, 64>() : set_smem<__half, 128>();
-	if (ce == cudaSuccess)
-		ce = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-	if (ce != cudaSuccess || fn == NULL) {
-		snprintf(err, errlen, "hopper bwd setup: %s", cudaGetErrorString(ce));
+	if (ce != cudaSuccess || tmap_encoder() == NULL) {
+		snprintf(err, errlen, "hopper bwd setup: %s", ce != cudaSuccess ? cudaGetErrorString(ce) :
+		    "no cuTensorMapEncodeTiled in the driver");
 		free(f);
 		return KERN_ERR;
 	}
-	f->encode = (encode_fn)fn;
 	if (plan_build(&p, m, BQ, BK, err, errlen) != 0) {
 		free(f);
 		return KERN_ERR;
@@ -913,26 +903,6 @@ static int launched(const char *what)
 	return KERN_ERR;
 }
 
-/* [batch][seq][heads][HD] as a 4-d map of 128-byte-wide boxes (64 columns,
- * or 32 of the fp32 dQ workspace) of rows rows, 128-byte swizzle. */
-static int tmap(struct state *f, CUtensorMap *m, const void *base, int64_t seq, int heads, int hd, int rows,
-    bool fp32 = false)
-{
-	const cuuint64_t es_ = fp32 ? 4 : 2;
-	const cuuint64_t dim[4] = {(cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)f->s.batch};
-	const cuuint64_t str[3] = {(cuuint64_t)hd * es_, (cuuint64_t)heads * hd * es_, (cuuint64_t)seq * heads * hd * es_};
-	const cuuint32_t box[4] = {fp32 ? 32u : 64u, 1, (cuuint32_t)rows, 1}, es[4] = {1, 1, 1, 1};
-	CUresult r = f->encode(m, fp32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 :
-	    f->s.dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-	    4, (void *)base, dim, str, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-	if (r != CUDA_SUCCESS) {
-		warnx("hopper bwd: cuTensorMapEncodeTiled: error %d", (int)r);
-		return KERN_ERR;
-	}
-	return KERN_OK;
-}
-
 template <typename T, int HD> static int run_t(struct state *f, const struct attn_io *io)
 {
 	const struct attn_shape *s = &f->s;
@@ -949,11 +919,11 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    dev_alloc((void **)&f->D, (size_t)npad * sizeof(float)) != 0 ||
 	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0)))
 		return KERN_OOM;
-	if ((rc = tmap(f, &tq, io->q, s->sq, s->hq, HD, BQ)) != KERN_OK ||
-	    (rc = tmap(f, &tdo, io->dout, s->sq, s->hq, HD, BQ)) != KERN_OK ||
-	    (rc = tmap(f, &tk, io->k, s->sk, s->hkv, HD, BK)) != KERN_OK ||
-	    (rc = tmap(f, &tv, io->v, s->sk, s->hkv, HD, BK)) != KERN_OK ||
-	    (rc = tmap(f, &tdq, f->dqa, s->sq, s->hq, HD, BQ, true)) != KERN_OK)
+	if ((rc = tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
+	    (rc = tmap(&tdo, io->dout, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
+	    (rc = tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
+	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
+	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
 	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))

@@ -35,8 +35,6 @@
  * atomic counter, the next Q loaded under the last item's tail) measured
  * no faster on full and causal masks and was left out (bench/NOTES.md,
  * "hopper fwd"). */
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <limits.h>
 #include <math.h>
 
@@ -567,7 +565,6 @@ struct state {
 	uint4 *bm;
 };
 
-static PFN_cuTensorMapEncodeTiled_v12000 encode;
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
 {
@@ -678,16 +675,10 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	f->s = *s;
 	f->mheads = m->heads;
-	if (encode == NULL) {
-		cudaDriverEntryPointQueryResult q;
-		void *fn = NULL;
-		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
-		    cudaSuccess || q != cudaDriverEntryPointSuccess || fn == NULL) {
-			snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
-			free(f);
-			return KERN_ERR;
-		}
-		encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+	if (tmap_encoder() == NULL) {
+		snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
+		free(f);
+		return KERN_ERR;
 	}
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
@@ -735,18 +726,6 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	return KERN_OK;
 }
 
-/* A [batch][seq][heads][hd] tensor as 64-element boxes of `rows` rows. */
-static int tmap(CUtensorMap *map, const void *ptr, int dtype, int64_t seq, int heads, int hd, int batch, int rows)
-{
-	cuuint64_t dim[4] = { (cuuint64_t)hd, (cuuint64_t)heads, (cuuint64_t)seq, (cuuint64_t)batch };
-	cuuint64_t stride[3] = { (cuuint64_t)hd * 2, (cuuint64_t)heads * hd * 2, (cuuint64_t)seq * heads * hd * 2 };
-	cuuint32_t box[4] = { 64, 1, (cuuint32_t)rows, 1 }, one[4] = { 1, 1, 1, 1 };
-
-	return encode(map, dtype == DT_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-	    4, (void *)ptr, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-	    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS ? 0 : -1;
-}
-
 template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
 {
 	const struct attn_shape *s = &f->s;
@@ -758,7 +737,6 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
 	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
-		warnx("hopper: fwd: cuTensorMapEncodeTiled failed");
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
