@@ -50,14 +50,7 @@ extern "C" {
 /* ---- device primitives ----------------------------------------------- */
 
 template <typename T> struct dt;
-template <> struct dt<__nv_bfloat16> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
-	static __device__ __forceinline__ float2 unpack(uint32_t u) {
-		return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-	}
+template <> struct dt<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b) {
 		asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
 		    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -66,14 +59,7 @@ template <> struct dt<__nv_bfloat16> {
 	}
 	static __device__ __forceinline__ __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
 };
-template <> struct dt<__half> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__half2 v = __floats2half2_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
-	static __device__ __forceinline__ float2 unpack(uint32_t u) {
-		return __half22float2(*reinterpret_cast<__half2 *>(&u));
-	}
+template <> struct dt<__half> : w16<__half> {
 	static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b) {
 		asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
 		    "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -476,19 +462,6 @@ __global__ void flash_bwd_dot(const T *o, const T *dout, float *D, int64_t nrows
 	}
 }
 
-template <typename T>
-__global__ void flash_bwd_dq(const float *acc, T *dq, int64_t n, float scale)
-{
-	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
-	    i += (int64_t)gridDim.x * blockDim.x * 4) {
-		float4 x = *(const float4 *)(acc + i);
-		uint2 u;
-		u.x = dt<T>::pack(x.x * scale, x.y * scale);
-		u.y = dt<T>::pack(x.z * scale, x.w * scale);
-		*(uint2 *)(dq + i) = u;
-	}
-}
-
 struct bwd_args {
 	const void *q, *k, *v, *dout;
 	const float *lse, *D;
@@ -808,35 +781,6 @@ __global__ void __launch_bounds__(BNT, 1) flash_bwd(bwd_args a)
 				*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[i][j][2 * rr], dv[i][j][2 * rr + 1]);
 			}
 		}
-}
-
-/* The split k-tiles' fp32 slots into dk and dv: 4 elements a thread. */
-template <typename T, int HD>
-__global__ void flash_bwd_kv(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
-    int64_t n, int batch, int hkv, int sk)
-{
-	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
-	    i += (int64_t)gridDim.x * blockDim.x * 4) {
-		const int col = (int)(i % HD);
-		int64_t r = i / HD;
-		const int row = (int)(r % BBK);
-		r /= BBK;
-		const int hk = (int)(r % hkv);
-		r /= hkv;
-		const int b = (int)(r % batch);
-		const int64_t k = (int64_t)slotkt[r / batch] * BBK + row;
-		if (k >= sk)
-			continue;
-		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
-		float4 x = *(const float4 *)(wsk + i), y = *(const float4 *)(wsv + i);
-		uint2 u, v;
-		u.x = dt<T>::pack(x.x, x.y);
-		u.y = dt<T>::pack(x.z, x.w);
-		v.x = dt<T>::pack(y.x, y.y);
-		v.y = dt<T>::pack(y.z, y.w);
-		*(uint2 *)(dk + o) = u;
-		*(uint2 *)(dv + o) = v;
-	}
 }
 
 /* ---- host ----------------------------------------------------------------- */
@@ -1236,12 +1180,12 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 	if ((rc = launched("bwd")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
-		flash_bwd_kv<T, HD><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
+		kv_out<T, HD, BBK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
 		    f->b.slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
 		if ((rc = launched("bwd dk/dv")) != KERN_OK)
 			return rc;
 	}
-	flash_bwd_dq<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
+	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("bwd dq");
 }
 

@@ -43,25 +43,7 @@ namespace hb {
  * instead of testing every cut (random_eviction: one cut per evicted key). */
 enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
 
-template <typename T> struct dt;
-template <> struct dt<__nv_bfloat16> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
-	static __device__ __forceinline__ float2 unpack(uint32_t u) {
-		return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
-	}
-};
-template <> struct dt<__half> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__half2 v = __floats2half2_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
-	static __device__ __forceinline__ float2 unpack(uint32_t u) {
-		return __half22float2(*reinterpret_cast<__half2 *>(&u));
-	}
-};
+template <typename T> using dt = w16<T>;
 
 /* ---- PTX ---------------------------------------------------------------- */
 
@@ -291,48 +273,6 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 		const float l = q < sq ? lse[(b * hq + h) * sq + q] : -INFINITY;
 		D[dst] = sum;
 		L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
-	}
-}
-
-template <typename T>
-__global__ void conv_dq(const float *acc, T *dq, int64_t n, float scale)
-{
-	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
-	    i += (int64_t)gridDim.x * blockDim.x * 4) {
-		float4 x = *(const float4 *)(acc + i);
-		uint2 u;
-		u.x = dt<T>::pack(x.x * scale, x.y * scale);
-		u.y = dt<T>::pack(x.z * scale, x.w * scale);
-		*(uint2 *)(dq + i) = u;
-	}
-}
-
-/* The split k-tiles' fp32 slots into dk and dv. */
-template <typename T, int HD>
-__global__ void conv_kv(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
-    int64_t n, int batch, int hkv, int sk)
-{
-	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
-	    i += (int64_t)gridDim.x * blockDim.x * 4) {
-		const int col = (int)(i % HD);
-		int64_t r = i / HD;
-		const int row = (int)(r % BK);
-		r /= BK;
-		const int hk = (int)(r % hkv);
-		r /= hkv;
-		const int b = (int)(r % batch);
-		const int64_t k = (int64_t)slotkt[r / batch] * BK + row;
-		if (k >= sk)
-			continue;
-		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
-		float4 x = *(const float4 *)(wsk + i), y = *(const float4 *)(wsv + i);
-		uint2 u, v;
-		u.x = dt<T>::pack(x.x, x.y);
-		u.y = dt<T>::pack(x.z, x.w);
-		v.x = dt<T>::pack(y.x, y.y);
-		v.y = dt<T>::pack(y.z, y.w);
-		*(uint2 *)(dk + o) = u;
-		*(uint2 *)(dv + o) = v;
 	}
 }
 
@@ -950,12 +890,12 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	if ((rc = launched("main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
-		conv_kv<T, HD><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
+		kv_out<T, HD, BK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
 		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
 		if ((rc = launched("dk/dv")) != KERN_OK)
 			return rc;
 	}
-	conv_dq<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
+	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("dq");
 }
 

@@ -1,13 +1,36 @@
 /* The device side of the plan, shared by flash.cu and hopper.cu: which of
  * the scores a thread holds a partial tile's cuts allow, and the walk of a
- * transposed plan over the q-heads of a GQA group.  Every function is
- * inlined into its kernel; L is the kernel's fragment layout (NQ, NK,
+ * transposed plan over the q-heads of a GQA group, and the backward passes'
+ * conversions out of fp32.  Every device function is inlined; L is the kernel's fragment layout (NQ, NK,
  * qoff, koff, qi, ki), A its argument struct (group, mgroup, nkt, row,
  * ent). */
 #ifndef TILE_CUH
 #define TILE_CUH
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <limits.h>
 #include <stdint.h>
+
+/* A pair of bf16 or fp16 values as the 32-bit word a fragment holds. */
+template <typename T> struct w16;
+template <> struct w16<__nv_bfloat16> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ float2 unpack(uint32_t u) {
+		return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
+	}
+};
+template <> struct w16<__half> {
+	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+		__half2 v = __floats2half2_rn(lo, hi);
+		return *reinterpret_cast<uint32_t *>(&v);
+	}
+	static __device__ __forceinline__ float2 unpack(uint32_t u) {
+		return __half22float2(*reinterpret_cast<__half2 *>(&u));
+	}
+};
 
 /* A cut as bounds on q, k and k - q, as plan_cut_allows reads it (every
  * coordinate is below 2^31 - 256, so k - q fits an int). */
@@ -136,6 +159,51 @@ static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, 
 	}
 	w.gi++;
 	return bwalk_row(w, a, hk, kt);
+}
+
+/* The fp32 dQ accumulator into dq, the scale folded in: 4 elements a
+ * thread. */
+template <typename T>
+__global__ void dq_out(const float *acc, T *dq, int64_t n, float scale)
+{
+	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+	    i += (int64_t)gridDim.x * blockDim.x * 4) {
+		float4 x = *(const float4 *)(acc + i);
+		uint2 u;
+		u.x = w16<T>::pack(x.x * scale, x.y * scale);
+		u.y = w16<T>::pack(x.z * scale, x.w * scale);
+		*(uint2 *)(dq + i) = u;
+	}
+}
+
+/* The fp32 slots of k-tiles (of BKT keys) split among several CTAs into dk
+ * and dv: 4 elements a thread. */
+template <typename T, int HD, int BKT>
+__global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
+    int64_t n, int batch, int hkv, int sk)
+{
+	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+	    i += (int64_t)gridDim.x * blockDim.x * 4) {
+		const int col = (int)(i % HD);
+		int64_t r = i / HD;
+		const int row = (int)(r % BKT);
+		r /= BKT;
+		const int hk = (int)(r % hkv);
+		r /= hkv;
+		const int b = (int)(r % batch);
+		const int64_t k = (int64_t)slotkt[r / batch] * BKT + row;
+		if (k >= sk)
+			continue;
+		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
+		float4 x = *(const float4 *)(wsk + i), y = *(const float4 *)(wsv + i);
+		uint2 u, v;
+		u.x = w16<T>::pack(x.x, x.y);
+		u.y = w16<T>::pack(x.z, x.w);
+		v.x = w16<T>::pack(y.x, y.y);
+		v.y = w16<T>::pack(y.z, y.w);
+		*(uint2 *)(dk + o) = u;
+		*(uint2 *)(dv + o) = v;
+	}
 }
 
 #endif
