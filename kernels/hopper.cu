@@ -73,6 +73,19 @@ template <int N> static __device__ __forceinline__ void wg_wait(void)
 	asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
 
+/* The operand lists of a wgmma's fp32 accumulators d[]: the C++ side
+ * (WG_Dn) and the PTX side (WG_Rn, the opening brace and n registers; the
+ * caller closes it). */
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+	"+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D16 WG_D8(0), WG_D8(8)
+#define WG_D32 WG_D16, WG_D8(16), WG_D8(24)
+#define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+#define WG_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+#define WG_R32 WG_R16 ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define WG_R64 WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
+	",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+
 /* ex2.approx: exp2(-inf) = +0, which is what masked scores need. */
 static __device__ __forceinline__ float ex2(float x)
 {

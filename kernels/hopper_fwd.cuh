@@ -105,58 +105,34 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 		asm volatile("" : "+r"(p[i][0]), "+r"(p[i][1]), "+r"(p[i][2]), "+r"(p[i][3]) :: "memory");
 }
 
-#define HF_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
-	"+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define HF_D32 HF_D8(0), HF_D8(8), HF_D8(16), HF_D8(24)
-#define HF_D64 HF_D32, HF_D8(32), HF_D8(40), HF_D8(48), HF_D8(56)
-#define HF_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define HF_R64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-	"%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-	"%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-
 /* d[64] (+)= A B^T, m64n128k16, A and B K-major in shared memory. */
 #define HF_SS(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t" \
-	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " HF_R64 ", %64, %65, p, 1, 1, 0, 0;\n}" \
-	    : HF_D64 : "l"(da), "l"(db), "r"(acc))
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}" \
+	    : WG_D64 : "l"(da), "l"(db), "r"(acc))
 /* d[64] += A B, m64n128k16, A in registers, B N-major in shared memory. */
 #define HF_RS128(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
-	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " HF_R64 \
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}" \
 	    ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}" \
-	    : HF_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+	    : WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
 #define HF_RS64(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
-	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " HF_R32 \
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}" \
 	    ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}" \
-	    : HF_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+	    : WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
 
 template <typename T> struct ty;
-template <> struct ty<__nv_bfloat16> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
+template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
 };
-template <> struct ty<__half> {
-	static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-		__half2 v = __floats2half2_rn(lo, hi);
-		return *reinterpret_cast<uint32_t *>(&v);
-	}
+template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
 };
-#undef HF_D8
-#undef HF_D32
-#undef HF_D64
-#undef HF_R32
-#undef HF_R64
 #undef HF_SS
 #undef HF_RS128
 #undef HF_RS64
