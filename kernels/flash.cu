@@ -944,78 +944,19 @@ static int dplan_masks(struct dplan *d, const struct plan *p, int mincut)
 	return rc;
 }
 
-static int by_count(const void *x, const void *y)
-{
-	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
-	if (i->z != j->z)
-		return i->z > j->z ? -1 : 1;
-	return i->x > j->x ? -1 : i->x < j->x;
-}
-
-/* The bwd CTAs.  A k-tile's walk is every q-tile of every q-head of the
- * GQA group; one longer than an eighth of an SM's fair share of the whole
- * pass is cut into stretches, each its own CTA adding its dK/dV to an fp32
- * slot, so that the columns every query sees do not run alone at the end.
- * Causal and full masks stay whole (their longest walk is far below the
- * cap). */
+/* The bwd CTAs (tile.cuh's walk_items), on the device. */
 static int bplan_items(struct dplan *d, const struct plan *p, const struct attn_shape *s, int mheads)
 {
-	const int n = p->nkt, group = s->hq / s->hkv, mgroup = s->hq / mheads;
-	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
-	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
-	int4 *item = NULL;
-	int nsm = 132, dev = 0, ni = 0, rc;
+	int4 *item;
+	int32_t *slotkt;
+	int rc = walk_items(p, s, mheads, &item, &d->nitems, &slotkt, &d->nslots);
 
-	if (lmax == NULL || slotkt == NULL) {
-		rc = KERN_ERR;
-		goto out;
-	}
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		nsm = 132;
-	for (int kt = 0; kt < n; kt++)
-		for (int hk = 0; hk < s->hkv; hk++) {
-			int64_t len = 0;
-			for (int gi = 0; gi < group; gi++) {
-				const int r = ((hk * group + gi) / mgroup) * n + kt;
-				for (int e = p->row[r]; e < p->row[r + 1]; e++)
-					len += p->ent[e].t1 - p->ent[e].t0;
-			}
-			total += len;
-			if (len > lmax[kt])
-				lmax[kt] = len;
-		}
-	total *= s->batch;
-	cap = total / ((int64_t)nsm * 8) + 1;
-	if (cap < 64)
-		cap = 64;
-	for (int kt = 0; kt < n; kt++)
-		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
-	if ((item = (int4 *)calloc(ni, sizeof *item)) == NULL) {
-		rc = KERN_ERR;
-		goto out;
-	}
-	ni = 0;
-	d->nslots = 0;
-	for (int kt = 0; kt < n; kt++) {
-		if (lmax[kt] <= cap) {
-			item[ni++] = make_int4(kt, 0, (int)lmax[kt], -1);
-			continue;
-		}
-		const int nch = (int)((lmax[kt] + cap - 1) / cap);
-		const int c = (int)((lmax[kt] + nch - 1) / nch);
-		for (int i = 0; i < nch; i++)
-			item[ni++] = make_int4(kt, i * c, c, d->nslots);
-		slotkt[d->nslots++] = kt;
-	}
-	qsort(item, ni, sizeof *item, by_count);
-	d->nitems = ni;
-	if ((rc = upload((void **)&d->item, item, (size_t)ni * sizeof *item)) == KERN_OK)
+	if (rc != KERN_OK)
+		return rc;
+	if ((rc = upload((void **)&d->item, item, (size_t)d->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&d->slotkt, slotkt, (size_t)d->nslots * sizeof *slotkt);
-out:
-	free(lmax);
-	free(slotkt);
 	free(item);
+	free(slotkt);
 	return rc;
 }
 

@@ -5,9 +5,9 @@
  * sq, so that P = exp2(S*scale*log2e - L) is 0 there without a mask).  The
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
- * several CTAs that add their dK/dV to an fp32 slot (flash's bplan_items).  Two warpgroups of
- * 64 keys each; K and V of the tile stay in shared memory (TMA, 128-byte
- * swizzle) while the CTA walks the transposed plan over every q-head of the
+ * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
+ * walk_items).  Two warpgroups of 64 keys each; K and V of the tile stay
+ * in shared memory (TMA, 128-byte swizzle) while the CTA walks the transposed plan over every q-head of the
  * GQA group, Q, dO, L and D of each q-tile of 64 rows arriving through a
  * two-stage ring of mbarriers (full: TMA bytes; empty: every warp done),
  * the next tile loading while this one runs.  S^T and dP^T are separate
@@ -594,82 +594,19 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
-static int by_count(const void *x, const void *y)
-{
-	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
-	if (i->z != j->z)
-		return i->z > j->z ? -1 : 1;
-	return i->x > j->x ? -1 : i->x < j->x;
-}
-
-/* The CTAs, heaviest walk first.  A k-tile's walk is every q-tile of every
- * q-head of the GQA group; one longer than an eighth of an SM's fair share
- * of the pass is cut into stretches, each its own CTA adding dK/dV to an
- * fp32 slot, so that the keys every query sees do not run alone at the
- * end (flash's rule). */
+/* The CTAs (tile.cuh's walk_items), on the device. */
 static int items(struct state *f, const struct plan *p)
 {
-	const struct attn_shape *s = &f->s;
-	const int n = p->nkt, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
-	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
-	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
-	int4 *item = NULL;
-	int nsm = 132, dev = 0, ni = 0, rc;
+	int4 *item;
+	int32_t *slotkt;
+	int rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
 
-	if (lmax == NULL || slotkt == NULL) {
-		rc = KERN_ERR;
-		goto out;
-	}
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		nsm = 132;
-	for (int kt = 0; kt < n; kt++)
-		for (int hk = 0; hk < s->hkv; hk++) {
-			int64_t len = 0;
-			for (int gi = 0; gi < group; gi++) {
-				const int r = ((hk * group + gi) / mgroup) * n + kt;
-				for (int e = p->row[r]; e < p->row[r + 1]; e++)
-					len += p->ent[e].t1 - p->ent[e].t0;
-			}
-			total += len;
-			if (len > lmax[kt])
-				lmax[kt] = len;
-		}
-	total *= s->batch;
-	cap = total / ((int64_t)nsm * 8) + 1;
-	if (cap < 64)
-		cap = 64;
-	for (int kt = 0; kt < n; kt++)
-		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
-	if (ni > 65535) {
-		rc = KERN_ERR;
-		goto out;
-	}
-	if ((item = (int4 *)calloc(ni ? ni : 1, sizeof *item)) == NULL) {
-		rc = KERN_ERR;
-		goto out;
-	}
-	ni = 0;
-	f->nslots = 0;
-	for (int kt = 0; kt < n; kt++) {
-		if (lmax[kt] <= cap) {
-			item[ni++] = make_int4(kt, 0, (int)lmax[kt], -1);
-			continue;
-		}
-		const int nch = (int)((lmax[kt] + cap - 1) / cap);
-		const int c = (int)((lmax[kt] + nch - 1) / nch);
-		for (int i = 0; i < nch; i++)
-			item[ni++] = make_int4(kt, i * c, c, f->nslots);
-		slotkt[f->nslots++] = kt;
-	}
-	qsort(item, ni, sizeof *item, by_count);
-	f->nitems = ni;
-	if ((rc = upload((void **)&f->item, item, (size_t)ni * sizeof *item)) == KERN_OK)
+	if (rc != KERN_OK)
+		return rc;
+	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
-out:
-	free(lmax);
-	free(slotkt);
 	free(item);
+	free(slotkt);
 	return rc;
 }
 

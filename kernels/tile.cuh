@@ -1,7 +1,7 @@
 /* The device side of the plan, shared by flash.cu and hopper.cu: which of
  * the scores a thread holds a partial tile's cuts allow, and the walk of a
- * transposed plan over the q-heads of a GQA group, and the backward passes'
- * conversions out of fp32.  Every device function is inlined; L is the kernel's fragment layout (NQ, NK,
+ * transposed plan over the q-heads of a GQA group, the backward passes'
+ * conversions out of fp32, and (host) how the backward CTAs share a walk.  Every device function is inlined; L is the kernel's fragment layout (NQ, NK,
  * qoff, koff, qi, ki), A its argument struct (group, mgroup, nkt, row,
  * ent). */
 #ifndef TILE_CUH
@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* A pair of bf16 or fp16 values as the 32-bit word a fragment holds. */
 template <typename T> struct w16;
@@ -204,6 +205,85 @@ __global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt
 		*(uint2 *)(dk + o) = u;
 		*(uint2 *)(dv + o) = v;
 	}
+}
+
+/* ---- host: the backward CTAs over a transposed plan ---------------------- */
+
+static int walk_by_count(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->z != j->z)
+		return i->z > j->z ? -1 : 1;
+	return i->x > j->x ? -1 : i->x < j->x;
+}
+
+/* The bwd CTAs, heaviest walk first.  A k-tile's walk is every q-tile of
+ * every q-head of the GQA group; one longer than an eighth of an SM's fair
+ * share of the whole pass is cut into stretches, each its own CTA adding
+ * its dK/dV to an fp32 slot, so that the keys every query sees do not run
+ * alone at the end.  Causal and full masks stay whole (their longest walk
+ * is far below the cap).  *item: (k-tile, first position in the walk,
+ * length, slot or -1); *slotkt: the k-tile of each slot.  The caller frees
+ * both.  KERN_OK, or KERN_ERR (out of host memory, or more than 65535
+ * CTAs). */
+static int walk_items(const struct plan *p, const struct attn_shape *s, int mheads,
+    int4 **itemp, int *nitems, int32_t **slotktp, int *nslots)
+{
+	const int n = p->nkt, group = s->hq / s->hkv, mgroup = s->hq / mheads;
+	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
+	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
+	int4 *item = NULL;
+	int nsm = 132, dev = 0, ni = 0, ns = 0;
+
+	if (lmax == NULL || slotkt == NULL)
+		goto fail;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		nsm = 132;
+	for (int kt = 0; kt < n; kt++)
+		for (int hk = 0; hk < s->hkv; hk++) {
+			int64_t len = 0;
+			for (int gi = 0; gi < group; gi++) {
+				const int r = ((hk * group + gi) / mgroup) * n + kt;
+				for (int e = p->row[r]; e < p->row[r + 1]; e++)
+					len += p->ent[e].t1 - p->ent[e].t0;
+			}
+			total += len;
+			if (len > lmax[kt])
+				lmax[kt] = len;
+		}
+	total *= s->batch;
+	cap = total / ((int64_t)nsm * 8) + 1;
+	if (cap < 64)
+		cap = 64;
+	for (int kt = 0; kt < n; kt++)
+		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+	if (ni > 65535 || (item = (int4 *)calloc(ni ? ni : 1, sizeof *item)) == NULL)
+		goto fail;
+	ni = 0;
+	for (int kt = 0; kt < n; kt++) {
+		if (lmax[kt] <= cap) {
+			item[ni++] = make_int4(kt, 0, (int)lmax[kt], -1);
+			continue;
+		}
+		const int nch = (int)((lmax[kt] + cap - 1) / cap);
+		const int c = (int)((lmax[kt] + nch - 1) / nch);
+		for (int i = 0; i < nch; i++)
+			item[ni++] = make_int4(kt, i * c, c, ns);
+		slotkt[ns++] = kt;
+	}
+	qsort(item, ni, sizeof *item, walk_by_count);
+	free(lmax);
+	*itemp = item;
+	*nitems = ni;
+	*slotktp = slotkt;
+	*nslots = ns;
+	return KERN_OK;
+fail:
+	free(lmax);
+	free(slotkt);
+	free(item);
+	return KERN_ERR;
 }
 
 #endif
