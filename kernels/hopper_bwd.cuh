@@ -8,8 +8,9 @@
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
  * walk_items).  Two warpgroups of 64 keys each; K and V of the tile stay
  * in shared memory (TMA, 128-byte swizzle) while the CTA walks the
- * transposed plan over every q-head of the GQA group, Q, dO, L and D of each q-tile of 64 rows arriving through a
- * two-stage ring of mbarriers (full: TMA bytes; empty: every warp done),
+ * transposed plan over every q-head of the GQA group, Q, dO, L and D of
+ * each q-tile of 64 rows arriving through a two-stage ring of mbarriers
+ * (full: TMA bytes; empty: every warp done),
  * the next tile loading while this one runs.  S^T and dP^T are separate
  * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
