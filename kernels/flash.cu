@@ -820,15 +820,6 @@ static void dplan_free(struct dplan *d)
 	memset(d, 0, sizeof *d);
 }
 
-static int upload(void **dst, const void *src, size_t n)
-{
-	if (dev_alloc(dst, n ? n : 16) != 0)
-		return KERN_OOM;
-	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-		return KERN_ERR;
-	return KERN_OK;
-}
-
 static int64_t *work_key;
 
 static int by_work(const void *x, const void *y)

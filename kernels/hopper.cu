@@ -22,8 +22,8 @@ extern "C" {
 #include <cudaTypedefs.h>
 #include "tile.cuh"
 
-/* ---- what both passes use: mbarriers, TMA, wgmma groups, the plan upload,
- * tensor maps */
+/* ---- what both passes use: mbarriers, TMA, wgmma groups, tensor maps (the
+ * plan upload and the bwd CTAs are tile.cuh's, shared with flash) */
 
 static __device__ __forceinline__ uint32_t smaddr(const void *p)
 {
@@ -92,16 +92,6 @@ static __device__ __forceinline__ float ex2(float x)
 	float y;
 	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
 	return y;
-}
-
-/* Never a zero-byte allocation: a plan with no cut still gets a pointer. */
-static int upload(void **dst, const void *src, size_t n)
-{
-	if (dev_alloc(dst, n ? n : 16) != 0)
-		return KERN_OOM;
-	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
-		return KERN_ERR;
-	return KERN_OK;
 }
 
 /* cuTensorMapEncodeTiled from the driver the runtime has loaded, so the

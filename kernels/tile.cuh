@@ -207,7 +207,17 @@ __global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt
 	}
 }
 
-/* ---- host: the backward CTAs over a transposed plan ---------------------- */
+/* ---- host: plans to the device, the backward CTAs over a transposed plan --- */
+
+/* Never a zero-byte allocation: a plan with no cut still gets a pointer. */
+static int upload(void **dst, const void *src, size_t n)
+{
+	if (dev_alloc(dst, n ? n : 16) != 0)
+		return KERN_OOM;
+	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
+		return KERN_ERR;
+	return KERN_OK;
+}
 
 static int walk_by_count(const void *x, const void *y)
 {
