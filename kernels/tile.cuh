@@ -1,9 +1,10 @@
-/* The device side of the plan, shared by flash.cu and hopper.cu: which of
- * the scores a thread holds a partial tile's cuts allow, and the walk of a
- * transposed plan over the q-heads of a GQA group, the backward passes'
- * conversions out of fp32, and (host) how the backward CTAs share a walk.  Every device function is inlined; L is the kernel's fragment layout (NQ, NK,
- * qoff, koff, qi, ki), A its argument struct (group, mgroup, nkt, row,
- * ent). */
+/* What flash.cu and hopper.cu share about the plan.  On the device: which
+ * of the scores a thread holds a partial tile's cuts allow (L is the
+ * kernel's fragment layout: NQ, NK, qoff, koff, qi, ki), the walk of a
+ * transposed plan over the q-heads of a GQA group (A is the kernel's
+ * argument struct: group, mgroup, nkt, row, ent), and the backward passes'
+ * conversions out of fp32; every device function is inlined.  On the
+ * host: the plan's upload and how the backward CTAs share the walks. */
 #ifndef TILE_CUH
 #define TILE_CUH
 #include <cuda_bf16.h>
