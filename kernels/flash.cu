@@ -1051,15 +1051,6 @@ static int fl_init(void **st, const struct attn_shape *s, const struct mask *m, 
 	return KERN_OK;
 }
 
-static int launched(const char *what)
-{
-	cudaError_t e = cudaGetLastError();
-	if (e == cudaSuccess)
-		return KERN_OK;
-	warnx("flash: %s: %s", what, cudaGetErrorString(e));
-	return KERN_ERR;
-}
-
 template <typename T, int HD> static int run_fwd(struct fstate *f, const struct attn_io *io)
 {
 	const struct attn_shape *s = &f->s;
@@ -1072,7 +1063,7 @@ template <typename T, int HD> static int run_fwd(struct fstate *f, const struct 
 	a.sl = (float)s->scale * LOG2E;
 	dim3 grid(s->hq, f->f.ntiles, s->batch);
 	flash_fwd<T, HD><<<grid, FNT, fwd_smem<HD>(), (cudaStream_t)io->stream>>>(a);
-	return launched("fwd");
+	return launched("flash", "fwd");
 }
 
 template <typename T, int HD> static int run_bwd(struct fstate *f, const struct attn_io *io)
@@ -1090,10 +1081,10 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 		return KERN_OOM;
 	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
-		return launched("memset");
+		return launched("flash", "memset");
 	flash_bwd_dot<T, HD><<<(unsigned)((nrow + 7) / 8), 256, 0, st>>>((const T *)io->o,
 	    (const T *)io->dout, f->D, nrow, (int)s->sq, s->hq);
-	if ((rc = launched("bwd D")) != KERN_OK)
+	if ((rc = launched("flash", "bwd D")) != KERN_OK)
 		return rc;
 
 	bwd_args a;
@@ -1109,16 +1100,16 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 	a.scale = (float)s->scale;
 	dim3 grid(s->hkv, f->b.nitems, s->batch);
 	flash_bwd<T, HD><<<grid, BNT, bwd_smem<HD>(), st>>>(a);
-	if ((rc = launched("bwd")) != KERN_OK)
+	if ((rc = launched("flash", "bwd")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
 		kv_out<T, HD, BBK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
 		    f->b.slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
-		if ((rc = launched("bwd dk/dv")) != KERN_OK)
+		if ((rc = launched("flash", "bwd dk/dv")) != KERN_OK)
 			return rc;
 	}
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
-	return launched("bwd dq");
+	return launched("flash", "bwd dq");
 }
 
 static int fl_fwd(void *st, const struct attn_io *io)

@@ -668,15 +668,6 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	return KERN_OK;
 }
 
-static int launched(const char *what)
-{
-	cudaError_t e = cudaGetLastError();
-	if (e == cudaSuccess)
-		return KERN_OK;
-	warnx("hopper bwd: %s: %s", what, cudaGetErrorString(e));
-	return KERN_ERR;
-}
-
 template <typename T, int HD> static int run_t(struct state *f, const struct attn_io *io)
 {
 	const struct attn_shape *s = &f->s;
@@ -701,10 +692,10 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		return rc;
 	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
-		return launched("memset");
+		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
 	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq);
-	if ((rc = launched("prep")) != KERN_OK)
+	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 
 	args a;
@@ -721,16 +712,16 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * at 32K against kv-heads fastest). */
 	dim3 grid(f->nitems, s->hkv, s->batch);
 	bwd<T, HD><<<grid, NT, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
-	if ((rc = launched("main")) != KERN_OK)
+	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
 		kv_out<T, HD, BK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
 		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
-		if ((rc = launched("dk/dv")) != KERN_OK)
+		if ((rc = launched("hopper bwd", "dk/dv")) != KERN_OK)
 			return rc;
 	}
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
-	return launched("dq");
+	return launched("hopper bwd", "dq");
 }
 
 static int run(void *st, const struct attn_io *io)

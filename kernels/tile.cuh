@@ -4,10 +4,11 @@
  * transposed plan over the q-heads of a GQA group (A is the kernel's
  * argument struct: group, mgroup, nkt, row, ent), and the backward passes'
  * conversions out of fp32; every device function is inlined.  On the
- * host: the plan's upload and how the backward CTAs share the walks. */
+ * host: launch errors, the plan's upload and how the backward CTAs share the walks. */
 #ifndef TILE_CUH
 #define TILE_CUH
 #include <cuda_bf16.h>
+#include <err.h>
 #include <cuda_fp16.h>
 #include <limits.h>
 #include <stdint.h>
@@ -209,6 +210,17 @@ __global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt
 }
 
 /* ---- host: plans to the device, the backward CTAs over a transposed plan --- */
+
+/* After a launch: KERN_OK, or KERN_ERR with "who: what: the error" on
+ * stderr. */
+static int launched(const char *who, const char *what)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess)
+		return KERN_OK;
+	warnx("%s: %s: %s", who, what, cudaGetErrorString(e));
+	return KERN_ERR;
+}
 
 /* Never a zero-byte allocation: a plan with no cut still gets a pointer. */
 static int upload(void **dst, const void *src, size_t n)
