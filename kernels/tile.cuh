@@ -4,7 +4,8 @@
  * transposed plan over the q-heads of a GQA group (A is the kernel's
  * argument struct: group, mgroup, nkt, row, ent), and the backward passes'
  * conversions out of fp32; every device function is inlined.  On the
- * host: launch errors, the plan's upload and how the backward CTAs share the walks. */
+ * host: launch errors, the plan's upload and how the backward CTAs share
+ * the walks. */
 #ifndef TILE_CUH
 #define TILE_CUH
 #include <cuda_bf16.h>
