@@ -95,7 +95,7 @@ KERNDEF := $(shell echo $(KERNS) | tr a-z A-Z)
 CPPFLAGS += $(addprefix -DHAVE_KERN_,$(KERNDEF))
 $(B)/kernels/table.c.o: $(filter kernels/naive.cu kernels/flash.cu kernels/hopper.cu kernels/cudnn.c,$(LIBSRC))
 TOOLS   := seqsample maskgen kbench cpbench
-SCRIPTS := summarize
+SCRIPTS := summarize kbench-torch
 BINS    := $(addprefix bin/,$(TOOLS) $(SCRIPTS))
 UNIT    := $(patsubst tests/unit/%.c,$(B)/tests/%,$(wildcard tests/unit/*.c))
 HDRS    := $(wildcard lib/*.h lib/cp/*.h kernels/*.h masks/*.h)
@@ -125,6 +125,10 @@ bin/%: $(B)/bin/%.c.o $(B)/liblongattn.a
 
 bin/summarize: bin/summarize.sh
 	sed 's|@AWKDIR@|$(CURDIR)/awk|' $< > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+
+# Python 3 and torch at run time only: the C tools never need it.
+bin/kbench-torch: bin/kbench_torch.py
+	sed 's|@COMMIT@|$(COMMIT)|' $< > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
 $(B)/tests/%: tests/unit/%.c $(B)/liblongattn.a
 	@mkdir -p $(dir $@)
@@ -159,6 +163,8 @@ install: all
 	install -m 755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin
 	sed 's|@AWKDIR@|$(PREFIX)/share/longattn/awk|' bin/summarize.sh > $(DESTDIR)$(PREFIX)/bin/summarize
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/summarize
+	sed 's|@COMMIT@|$(COMMIT)|' bin/kbench_torch.py > $(DESTDIR)$(PREFIX)/bin/kbench-torch
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/kbench-torch
 	install -m 644 awk/*.awk $(DESTDIR)$(PREFIX)/share/longattn/awk
 	install -m 644 sbatch/*.sbatch $(DESTDIR)$(PREFIX)/share/longattn/sbatch
 	install -m 644 masks/dists/*.tsv $(DESTDIR)$(PREFIX)/share/longattn/dists

@@ -3,7 +3,7 @@
 # exact command for a user who is not root.  CUDA comes from the toolkit
 # under CUDA_HOME, not from Debian.
 pkgs="build-essential pkg-config gawk mandoc gnuplot-nox cppcheck clang libclang-rt-14-dev
-      libpmix-dev libhwloc-dev hwloc libopenmpi-dev openmpi-bin slurm-wlm munge"
+      libpmix-dev libhwloc-dev hwloc libopenmpi-dev openmpi-bin slurm-wlm munge python3"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
