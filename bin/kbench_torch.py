@@ -824,8 +824,9 @@ def sdpa_kernel_for(ctx, kern, m, o, how):
 
 
 def flex_kernel_for(ctx, m, o):
+    import importlib
     torch = ctx.torch
-    fa = torch.nn.attention.flex_attention
+    fa = importlib.import_module("torch.nn.attention.flex_attention")
     K = Kernel()
     bm, K.note = flex_blockmask(torch, m, o.hq, ctx.dev, Dense(torch, m, ctx.dev))
     aux = getattr(fa, "AuxRequest", None)
@@ -948,9 +949,18 @@ def reference(ctx, m, o, q, k, v, do, bwd):
         want = [head_area(m, h) for h in range(m.heads)]
         if count != want:
             raise RuntimeError("reference: the dense mask has %s pairs, the file %s" % (count, want))
+        if m.sq * m.sk <= 1 << 21:
+            # small: the dense rows against the pure-Python evaluator too
+            for h in range(m.heads):
+                x = torch.zeros((m.sq, m.sk), dtype=torch.bool)
+                for q in range(m.sq):
+                    for lo, hi in row_intervals(m, h, q):
+                        x[q, lo:hi] = True
+                if not torch.equal(x, d.rows(h, 0, m.sq).cpu()):
+                    raise RuntimeError("reference: dense mask head %d differs from its slices" % h)
         c["o"], c["lse"] = O, L
     if bwd and "dq" not in c:
-        O, L = c["o"], c["lse"]
+        O, L = c["o"].to(dev), c["lse"].to(dev)
         dO = do.double().transpose(1, 2)
         dQ = torch.empty_like(Q)
         dK = torch.zeros_like(Kx)
@@ -1190,7 +1200,8 @@ def run_all(o, paths, masks, torch):
     # twice the L2, allocated before any row's baseline: not a row's memory
     l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
     ctx.flush = torch.empty(2 * l2, dtype=torch.uint8, device=ctx.dev)
-    cfg = torch._dynamo.config
+    import importlib
+    cfg = importlib.import_module("torch._dynamo").config
     for n, val in (("cache_size_limit", 256), ("recompile_limit", 256),
                    ("accumulated_cache_size_limit", 1024), ("accumulated_recompile_limit", 1024),
                    ("fail_on_recompile_limit_hit", True)):
