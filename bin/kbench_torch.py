@@ -524,26 +524,22 @@ def band_area(n, wl, wr):
     return hi - lo
 
 
-def flex_tables(m, bq, bk, maxm):
-    """Flex's block-level tables, from the pieces, never from pairs.  Per
-    mask head: full[i] and part[i], the k-blocks of q-block i that are
-    entirely allowed or partly; touch[(i, j)], the ids (into pieces(m, h))
-    of the pieces that reach a partial block when at most maxm do, else
-    None (the block is drawn as a tile).  A block cut short by the sequence
-    end is never full, so the kernel's mask_mod decides its padding."""
+def flex_tables(m, bq, bk):
+    """Flex's block-level tables, from the pieces, never from pairs: per
+    mask head, full[i] and part[i], the k-blocks of q-block i that are
+    entirely allowed or partly.  A block cut short by the sequence end is
+    never full, so the kernel's mask_mod decides its padding."""
     nqb, nkb = -(-m.sq // bq), -(-m.sk // bk)
     out = []
     for h in range(m.heads):
-        ps = pieces(m, h)
         cnt = [dict() for _ in range(nqb)]
-        who = [dict() for _ in range(nqb)]
-        for pid, p in enumerate(ps):
+        for p in pieces(m, h):
             ra, rb = p[0], p[1]
             for i in range(ra // bq, (rb - 1) // bq + 1):
                 qa, qe = max(ra, i * bq), min(rb, (i + 1) * bq) - 1
                 ulo, uhi = piece_lo(p, qa), piece_hi(p, qe)      # union of the rows
                 ilo, ihi = piece_lo(p, qe), piece_hi(p, qa)      # their intersection
-                c, w = cnt[i], who[i]
+                c = cnt[i]
                 for j in range(ulo // bk, (uhi - 1) // bk + 1):
                     j0, j1 = j * bk, min((j + 1) * bk, m.sk)
                     if j0 >= ilo and j1 <= ihi:
@@ -552,23 +548,48 @@ def flex_tables(m, bq, bk, maxm):
                         n = piece_area(p, qa, qe + 1, j0, j1)
                     if n:
                         c[j] = c.get(j, 0) + n
-                        w.setdefault(j, []).append(pid)
-        full, part, touch = [], [], {}
+        full, part = [], []
         for i in range(nqb):
             rows = min((i + 1) * bq, m.sq) - i * bq
             f, pp = [], []
             for j in sorted(cnt[i]):
                 cols = min((j + 1) * bk, m.sk) - j * bk
-                if cnt[i][j] == bq * bk and rows == bq and cols == bk:
-                    f.append(j)
-                else:
-                    pp.append(j)
-                    ids = who[i][j]
-                    touch[(i, j)] = ids if len(ids) <= maxm else None
+                (f if cnt[i][j] == bq * bk and rows == bq and cols == bk else pp).append(j)
             full.append(f)
             part.append(pp)
-        out.append((full, part, touch, ps))
+        out.append((full, part))
     return out
+
+
+def row_pieces(m):
+    """The most pieces that reach one row (slice bodies): a difference
+    array over the pieces' row ranges, O(pieces + S)."""
+    if m.body != BODY_SLICES:
+        return 0
+    d = [0] * (m.sq + 1)
+    for p in pieces(m, 0):
+        d[p[0]] += 1
+        d[p[1]] -= 1
+    most = c = 0
+    for x in d:
+        c += x
+        most = max(most, c)
+    return most
+
+
+def flex_rows(m, r, rows):
+    """Per row q < rows (padding rows allow nothing), the intervals of the
+    pieces that reach it, at most r of them: flat lists lo, hi of rows * r
+    entries, an unused slot being [0, 0).  Flex's mask_mod reads a row's
+    entries only, loads that depend on q alone, so the kernel stays a
+    flash kernel."""
+    lo, hi, n = [0] * (rows * r), [0] * (rows * r), [0] * rows
+    for p in pieces(m, 0):
+        for q in range(p[0], p[1]):
+            x = q * r + n[q]
+            n[q] += 1
+            lo[x], hi[x] = piece_lo(p, q), piece_hi(p, q)
+    return lo, hi
 
 
 # ---- the kernels -------------------------------------------------------------------
@@ -585,7 +606,17 @@ KERNELS = (
 )
 KNAMES = tuple(k[0] for k in KERNELS)
 FLEX_BLOCK = 128
-FLEX_M = 4          # pieces per partial block in mask_mod; more make a tile
+FLEX_R = 4          # pieces a row in Flex's row mask_mod; more make tiles
+
+
+def flex_kind(m):
+    """Which mask_mod Flex gets: "rows" (each row's slices, loads by q
+    alone), "cells" (the block bitmap, one load by q and k) or "tiles"
+    (partial blocks as 128x128 booleans, for rows reached by more than
+    FLEX_R slices)."""
+    if m.body == BODY_BLOCKS:
+        return "cells"
+    return "rows" if row_pieces(m) <= FLEX_R else "tiles"
 
 
 def form(kern, m, hq):
@@ -606,8 +637,7 @@ def form(kern, m, hq):
             1 if m.heads == 1 else hq, m.sq, m.sk)
     if kern == "flex":
         nqb, nkb = -(-m.sq // FLEX_BLOCK), -(-m.sk // FLEX_BLOCK)
-        return "ok", "BlockMask %dx%d of %d, %d mask head%s" % (
-            nqb, nkb, FLEX_BLOCK, m.heads, "" if m.heads == 1 else "s")
+        return "ok", "BlockMask %dx%d of %d, mask_mod %s" % (nqb, nkb, FLEX_BLOCK, flex_kind(m))
     if c is None:
         return "unsupported", "not documents of full, causal or windowed attention"
     cuts, wl, wr = c
@@ -686,81 +716,100 @@ def head_map(torch, m, hq, dev):
 
 
 class FlexBuf:
-    """The tensors that _flex_mask_mod reads.  One module-level function
-    reads them through this one object, so a new mask swaps tensors and
-    never the code: the compiled kernel is reused (dynamic shapes)."""
+    """The tensors the mask_mods below read.  Module-level functions read
+    them through this one object, so a new mask of the same shapes swaps
+    tensors, never code, and the compiled kernel is reused."""
 
 
 _FB = FlexBuf()
 
 
-def _flex_mask_mod(b, h, q, k):
+def _flex_rows(b, h, q, k):
+    # every load depends on q alone: a [BLOCK_M, 1] vector per slot
     fb = _FB
     hm = fb.hmap[h]
-    qb = q // FLEX_BLOCK
-    kb = k // FLEX_BLOCK
-    r = fb.tiles[fb.ti[hm, qb, kb], q % FLEX_BLOCK, k % FLEX_BLOCK]
-    for i in range(FLEX_M):
-        s = fb.pt[hm, qb, kb, i]
-        r = r | ((q >= fb.ra[s]) & (q < fb.rb[s]) & (k >= fb.la[s] * q + fb.lt[s]) &
-                 (k < fb.ha[s] * q + fb.ht[s]))
+    r = (k >= fb.lo[hm, q, 0]) & (k < fb.hi[hm, q, 0])
+    for i in range(1, FLEX_R):
+        r = r | ((k >= fb.lo[hm, q, i]) & (k < fb.hi[hm, q, i]))
     return r
 
 
-def flex_blockmask(torch, m, hq, dev, dense):
-    """A BlockMask from the block tables of flex_tables: full blocks skip
-    mask_mod; a partial block evaluates at most FLEX_M pieces on index
-    tensors (exact), or a tile of that block alone when more pieces reach
-    it.  Returns the mask and a line about it."""
+def _flex_cells(b, h, q, k):
+    fb = _FB
+    return fb.cells[fb.hmap[h], fb.qc[q], fb.kc[k]]
+
+
+def _flex_tiles(b, h, q, k):
+    fb = _FB
+    return fb.tiles[fb.ti[fb.hmap[h], q // FLEX_BLOCK, k // FLEX_BLOCK],
+                    q % FLEX_BLOCK, k % FLEX_BLOCK]
+
+
+def flex_blockmask(torch, m, hq, dev):
+    """A BlockMask from flex_tables (full blocks skip mask_mod) and the
+    mask_mod of flex_kind, exact on every pair of a partial block.
+    Returns the mask and a line about it."""
     from torch.nn.attention.flex_attention import BlockMask
     B = FLEX_BLOCK
-    tabs = flex_tables(m, B, B, FLEX_M)
+    kind = flex_kind(m)
     nqb, nkb = -(-m.sq // B), -(-m.sk // B)
-    H = max(2, m.heads)                # no dimension of 1: it would specialise
-    pt = [[[[0] * FLEX_M for _ in range(max(2, nkb))] for _ in range(max(2, nqb))] for _ in range(H)]
-    ti = [[[0] * max(2, nkb) for _ in range(max(2, nqb))] for _ in range(H)]
-    allp = [(0, 0, 0, 0, 0, 0)]         # piece 0 allows nothing
-    tiles = []                           # (h, i, j) of blocks drawn as tiles
-    kvn, kvi, fn, fi = [], [], [], []
-    npart = nfull = 0
-    for h, (full, part, touch, ps) in enumerate(tabs):
-        off = len(allp)
-        allp.extend(ps)
-        kvn.append([len(x) for x in part])
-        fn.append([len(x) for x in full])
-        kvi.append([x + [0] * (nkb - len(x)) for x in part])
-        fi.append([x + [0] * (nkb - len(x)) for x in full])
-        npart += sum(map(len, part))
-        nfull += sum(map(len, full))
-        for (i, j), ids in touch.items():
-            if ids is None:
-                tiles.append((h, i, j))
-                ti[h][i][j] = len(tiles) + 1
-            else:
-                for n, pid in enumerate(ids):
-                    pt[h][i][j][n] = off + pid
-    for h in range(len(tabs), H):      # the padding head repeats head 0
-        pt[h], ti[h] = pt[0], ti[0]
-    while len(allp) < 2:
-        allp.append(allp[0])
+    tabs = flex_tables(m, B, B)
     it = lambda x: torch.tensor(x, dtype=torch.int32, device=dev)
-    t = torch.zeros((len(tiles) + 2, B, B), dtype=torch.bool, device=dev)
-    rowcache = {}
-    for n, (h, i, j) in enumerate(tiles):
-        if (h, i) not in rowcache:
-            rowcache = {(h, i): dense.rows(h, i * B, min((i + 1) * B, m.sq))}
-        r = rowcache[(h, i)][:, j * B:(j + 1) * B]
-        t[n + 2, :r.shape[0], :r.shape[1]] = r
-    fb = _FB
-    fb.hmap = head_map(torch, m, hq, dev).to(torch.int32)
-    fb.pt, fb.ti, fb.tiles = it(pt), it(ti), t
-    pcs = it(allp)
-    fb.ra, fb.rb, fb.la, fb.lt, fb.ha, fb.ht = (pcs[:, c].contiguous() for c in range(6))
     hm = head_map(torch, m, hq, dev)
-    sel = lambda x: it(x)[hm].unsqueeze(0)    # (1, hq, ...)
-    bm = BlockMask.from_kv_blocks(sel(kvn), sel(kvi), sel(fn), sel(fi), BLOCK_SIZE=B,
-                                  mask_mod=_flex_mask_mod, seq_lengths=(m.sq, m.sk))
-    text = "%d full and %d partial blocks of %d, %d drawn as tiles" % (nfull, npart, B, len(tiles))
+    fb = _FB
+    fb.hmap = hm.to(torch.int32)
+    ntiles = 0
+    if kind == "rows":
+        lo, hi = flex_rows(m, FLEX_R, nqb * B)
+        fb.lo = it(lo).view(1, nqb * B, FLEX_R)
+        fb.hi = it(hi).view(1, nqb * B, FLEX_R)
+        mod = _flex_rows
+    elif kind == "cells":
+        # one more cell each way, never set: the padding rows and keys
+        c = torch.zeros((m.heads, m.nqb + 1, m.nkb + 1), dtype=torch.bool)
+        for h in range(m.heads):
+            for i in range(m.nqb):
+                x = m.rowbits(h, i)
+                while x:
+                    j = (x & -x).bit_length() - 1
+                    x &= x - 1
+                    c[h, i, j] = True
+        fb.cells = c.to(dev)
+        qc, kc = [m.nqb] * (nqb * B), [m.nkb] * (nkb * B)
+        for i in range(m.nqb):
+            qc[m.qb[i]:m.qb[i + 1]] = [i] * (m.qb[i + 1] - m.qb[i])
+        for j in range(m.nkb):
+            kc[m.kb[j]:m.kb[j + 1]] = [j] * (m.kb[j + 1] - m.kb[j])
+        fb.qc, fb.kc = it(qc), it(kc)
+        mod = _flex_cells
+    else:
+        d = Dense(torch, m, dev)
+        part = tabs[0][1]
+        ntiles = sum(map(len, part))
+        ti = torch.zeros((1, nqb, nkb), dtype=torch.int32)
+        t = torch.zeros((ntiles + 1, B, B), dtype=torch.bool, device=dev)
+        n = 0
+        for i in range(nqb):
+            if not part[i]:
+                continue
+            rows = d.rows(0, i * B, min((i + 1) * B, m.sq))
+            for j in part[i]:
+                n += 1
+                ti[0, i, j] = n
+                x = rows[:, j * B:(j + 1) * B]
+                t[n, :x.shape[0], :x.shape[1]] = x
+        fb.ti, fb.tiles = ti.to(dev), t
+        mod = _flex_tiles
+    pad = lambda rows: [x + [0] * (nkb - len(x)) for x in rows]
+    sel = lambda x: it(x)[hm].unsqueeze(0)          # (1, hq, ...)
+    bm = BlockMask.from_kv_blocks(
+        sel([[len(x) for x in t[1]] for t in tabs]), sel([pad(t[1]) for t in tabs]),
+        sel([[len(x) for x in t[0]] for t in tabs]), sel([pad(t[0]) for t in tabs]),
+        BLOCK_SIZE=B, mask_mod=mod, seq_lengths=(m.sq, m.sk))
+    nfull = sum(len(x) for t in tabs for x in t[0])
+    npart = sum(len(x) for t in tabs for x in t[1])
+    text = "%s mask_mod, %d full and %d partial blocks of %d%s" % (
+        kind, nfull, npart, B, ", %d tiles" % ntiles if ntiles else "")
     return bm, text
 
 
@@ -828,10 +877,18 @@ def flex_kernel_for(ctx, m, o):
     torch = ctx.torch
     fa = importlib.import_module("torch.nn.attention.flex_attention")
     K = Kernel()
-    bm, K.note = flex_blockmask(torch, m, o.hq, ctx.dev, Dense(torch, m, ctx.dev))
+    # a compile that failed for this kind and shape fails again: say so
+    # at once instead of compiling again (minutes over a set of masks)
+    key = (flex_kind(m), m.sq, m.sk, o.hq, o.hkv, o.hd, o.dtype, o.batch)
+    if key in ctx.flexfail:
+        raise RuntimeError("as before: " + ctx.flexfail[key])
+    bm, K.note = flex_blockmask(torch, m, o.hq, ctx.dev)
     aux = getattr(fa, "AuxRequest", None)
     if ctx.flex is None:
-        ctx.flex = torch.compile(fa.flex_attention, dynamic=os.environ.get("LONGATTN_FLEX_DYNAMIC", "1") != "0")
+        # dynamic shapes: one compile per mask_mod for every length (a
+        # static compile per length costs ~20 s of device time each)
+        dyn = os.environ.get("LONGATTN_FLEX_DYNAMIC", "1") != "0"
+        ctx.flex = torch.compile(fa.flex_attention, dynamic=dyn)
     f, gqa = ctx.flex, o.hq != o.hkv
 
     def call(q, k, v):
@@ -840,7 +897,15 @@ def flex_kernel_for(ctx, m, o):
             out, a = f(q, k, v, block_mask=bm, scale=o.scale, enable_gqa=gqa, return_aux=aux(lse=True))
             return out, a.lse
         return f(q, k, v, block_mask=bm, scale=o.scale, enable_gqa=gqa, return_lse=True)
-    K.call = K.first = call
+
+    def first(q, k, v):
+        try:
+            return call(q, k, v)
+        except Exception as e:
+            if not _oom(torch, e):
+                ctx.flexfail[key] = "%s: %s" % (type(e).__name__, first_line(e))
+            raise
+    K.call, K.first = call, first
     K.mask = bm
     return K
 
@@ -1195,7 +1260,7 @@ def run_all(o, paths, masks, torch):
     ctx.devname = props.name
     ctx.host = socket.gethostname()
     ctx.commit = COMMIT if not COMMIT.startswith("@") else "unknown"
-    ctx.flex, ctx.ref = None, {}
+    ctx.flex, ctx.ref, ctx.flexfail = None, {}, {}
     ctx.stacks = dict((k, stack(ctx, k)) for k in kernels)
     # twice the L2, allocated before any row's baseline: not a row's memory
     l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)

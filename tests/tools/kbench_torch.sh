@@ -12,7 +12,7 @@ fi
 # not depend on it, and "without torch" must be tested even where it is.
 mkdir -p "$T/notorch/torch" "$T/m" "$T/t"
 echo 'raise ImportError("No module named torch")' >"$T/notorch/torch/__init__.py"
-export PYTHONPATH="$T/notorch" LONGATTN_DATA="$TOP/masks/dists"
+export PYTHONPATH="$T/notorch" LONGATTN_DATA="$TOP/masks/dists" PYTHONDONTWRITEBYTECODE=1
 
 # Every pattern at 240 tokens (not a multiple of Flex's 128), with the
 # options that give each some structure at that size: short documents,

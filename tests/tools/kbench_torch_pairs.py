@@ -114,11 +114,11 @@ def one(path):
             if got != rect(pg, q0, q1, k0, k1):
                 worst = (q0, q1, k0, k1, got, rect(pg, q0, q1, k0, k1))
         check("%s head %d: piece_area on rectangles" % (name, h), worst is None, str(worst))
-    # Flex's block tables, for several block shapes and piece limits
-    for bq, bk, maxm in ((16, 16, 4), (32, 8, 1), (128, 128, 4), (7, 13, 2)):
-        tabs = kt.flex_tables(m, bq, bk, maxm)
+    # Flex's block tables, for several block shapes
+    for bq, bk in ((16, 16), (32, 8), (128, 128), (7, 13)):
+        tabs = kt.flex_tables(m, bq, bk)
         why = ""
-        for h, (full, part, touch, ps) in enumerate(tabs):
+        for h, (full, part) in enumerate(tabs):
             pg = prefixes[h]
             nqb, nkb = -(-m.sq // bq), -(-m.sk // bk)
             for i in range(nqb):
@@ -127,25 +127,27 @@ def one(path):
                 for j in range(nkb):
                     k0, k1 = j * bk, min((j + 1) * bk, m.sk)
                     n = rect(pg, q0, q1, k0, k1)
-                    whole = q1 - q0 == bq and k1 - k0 == bk
-                    if n == bq * bk and whole:
+                    if n == bq * bk and q1 - q0 == bq and k1 - k0 == bk:
                         wf.append(j)
                     elif n:
                         wp.append(j)
-                        # the pieces that reach the block, by brute force
-                        reach = [pid for pid, p in enumerate(ps)
-                                 if kt.piece_area(p, q0, q1, k0, k1)]
-                        t = touch.get((i, j), "missing")
-                        if t == "missing":
-                            why = why or "block %d,%d has no entry" % (i, j)
-                        elif t is None:
-                            if len(reach) <= maxm:
-                                why = why or "block %d,%d drawn as a tile with %d pieces" % (i, j, len(reach))
-                        elif sorted(t) != reach:
-                            why = why or "block %d,%d pieces %s, brute %s" % (i, j, t, reach)
                 if full[i] != wf or part[i] != wp:
                     why = why or "head %d row %d: full %s part %s, want %s %s" % (h, i, full[i], part[i], wf, wp)
-        check("%s: flex tables %dx%d (%d pieces a block)" % (name, bq, bk, maxm), not why, why)
+        check("%s: flex tables %dx%d" % (name, bq, bk), not why, why)
+    # Flex's row mask_mod: each row's pieces, padding rows empty
+    if m.body == kt.BODY_SLICES:
+        most = max(sum(1 for p in kt.pieces(m, 0) if p[0] <= q < p[1]) for q in range(m.sq))
+        check("%s: row_pieces %d = brute force" % (name, kt.row_pieces(m)), kt.row_pieces(m) == most,
+              str(most))
+        r, rows = max(1, most), m.sq + 5
+        lo, hi = kt.flex_rows(m, r, rows)
+        g = grids[0]
+        bad = [(q, k) for q in range(rows) for k in range(m.sk)
+               if any(lo[q * r + i] <= k < hi[q * r + i] for i in range(r)) != (q < m.sq and g[q][k])]
+        check("%s: flex rows (%d a row) = the pairs" % (name, r), not bad, "first differences %s" % bad[:5])
+    kind = kt.flex_kind(m)
+    want = "cells" if m.body == kt.BODY_BLOCKS else "tiles" if m.pattern == "random_eviction" else "rows"
+    check("%s: flex mask_mod %s" % (name, kind), kind == want, want)
     # documents with a band: when classify says so, the pairs say so too
     c = kt.classify(m)
     if c is not None:
