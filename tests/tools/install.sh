@@ -5,8 +5,8 @@
 cd "$TOP" || exit 2
 make -s install PREFIX="$T/p" >"$T/install.out" 2>&1
 check install-runs test $? -eq 0 || tail -n 5 "$T/install.out"
-for f in bin/seqsample bin/maskgen bin/kbench bin/cpbench bin/summarize \
-    share/man/man1/kbench.1 share/man/man5/amask.5 share/man/man7/longattn.7 \
+for f in bin/seqsample bin/maskgen bin/kbench bin/cpbench bin/summarize bin/kbench-torch \
+    share/man/man1/kbench.1 share/man/man1/kbench-torch.1 share/man/man5/amask.5 share/man/man7/longattn.7 \
     share/longattn/sbatch/study.sbatch share/longattn/awk/aggregate.awk \
     share/longattn/dists/prolong512k.tsv; do
 	check "install-has-$f" test -s "$T/p/$f"

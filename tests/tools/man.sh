@@ -11,7 +11,7 @@ for page in "$TOP"/man/man1/*.1 "$TOP"/man/man5/*.5 "$TOP"/man/man7/*.7; do
 	[ -f "$page" ] || continue
 	check "$(basename "$page"): mandoc -T lint -W warning is clean" sh -c "mandoc -T lint -W warning '$page' >'$T/lint' 2>&1 && ! test -s '$T/lint'"
 done
-for tool in seqsample maskgen kbench cpbench summarize; do
+for tool in seqsample maskgen kbench cpbench summarize kbench-torch; do
 	[ -x "$TOP/bin/$tool" ] || continue
 	page=$TOP/man/man1/$tool.1
 	if [ ! -f "$page" ]; then
