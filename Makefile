@@ -94,6 +94,9 @@ FEATURES := $(or $(strip $(if $(HAVE_CUDA),cuda) $(if $(HAVE_NCCL),nccl) $(if $(
               $(if $(HAVE_PMIX),pmix) $(if $(HAVE_HWLOC),hwloc) $(if $(HAVE_MPI),mpi)),none)
 CPPFLAGS += -DLONGATTN_FEATURES='"$(FEATURES)"'
 VSTAMP   := $(B)/.version-$(VERSION)-$(COMMIT)-$(subst $() ,+,$(FEATURES))
+# made while reading this file: .SECONDARY would let a missing stamp go
+# unnoticed as an intermediate file
+$(shell mkdir -p $(B) && { test -e '$(VSTAMP)' || { rm -f $(B)/.version-*; touch '$(VSTAMP)'; }; })
 SUBST     = sed -e 's|@VERSION@|$(VERSION)|' -e 's|@COMMIT@|$(COMMIT)|' -e 's|@FEATURES@|$(FEATURES)|'
 
 # ---- sources ---------------------------------------------------------------
@@ -133,8 +136,6 @@ $(B)/liblongattn.a: $(LIBOBJ)
 bin/%: $(B)/bin/%.c.o $(B)/liblongattn.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(VSTAMP):
-	@mkdir -p $(B) && rm -f $(B)/.version-* && touch $@
 $(B)/lib/util.c.o: $(VSTAMP)
 
 bin/summarize: bin/summarize.sh $(VSTAMP)

@@ -195,7 +195,7 @@ function figure(fi,    n, C, R, W, H, top, bot, cw, ch, k, pi, j, i, nsp, sp, xs
 			print "unset label; unset key" > gp
 			printf "set origin %.5f,%.5f\n", ((pi - 1) % C) * cw, (bot / H) + (R - 1 - int((pi - 1) / C)) * ch > gp
 			printf "set size %.5f,%.5f\n", cw, ch > gp
-			printf "set title %s font \",13\"\n", q(pmask[fi, pi]) > gp
+			printf "set title %s font \",14\"\n", q(pmask[fi, pi]) > gp
 			printf "set ylabel %s\n", ((pi - 1) % C == 0 ? q(fcp[fi] ? "TFLOP/s per GPU" : "TFLOP/s") : "\"\"") > gp
 			printf "set xlabel %s\n", (pi + C > n ? q(fcp[fi] ? "GPUs (world size)" : "sequence length (tokens)") : "\"\"") > gp
 			# the series of this panel, in the figure's order
