@@ -254,10 +254,10 @@ int main(int argc, char *argv[])
 		else if ((k[0] = kern_find(names[i])) == NULL)
 			errx(EXIT_BADINPUT, "kernel: unknown kernel '%s' (kbench -l lists them)", names[i]);
 		for (int x = 0; x < nk; x++) {
-			int dup = 0;
+			int have = 0;
 			for (int y = 0; y < nkern; y++)
-				dup |= kern[y] == k[x];
-			if (!dup)
+				have |= kern[y] == k[x];
+			if (!have)
 				kern[nkern++] = k[x];
 		}
 	}
