@@ -19,10 +19,11 @@ CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),/usr)
 PKG_CONFIG ?= pkg-config
 B := build
 
+VERSION := 0.1
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread
-CPPFLAGS += -D_GNU_SOURCE -Ilib -Ikernels -Imasks -DCOMMIT='"$(COMMIT)"' \
+CPPFLAGS += -D_GNU_SOURCE -Ilib -Ikernels -Imasks -DCOMMIT='"$(COMMIT)"' -DLONGATTN_VERSION='"$(VERSION)"' \
             -DDATADIR='"$(PREFIX)/share/longattn"' -DSRCDIR='"$(CURDIR)"'
 LDLIBS   += -lm -lpthread
 
@@ -86,6 +87,18 @@ else
   $(info make: no MPI (libopenmpi-dev): cpbench --backend mpi disabled)
 endif
 
+# The --version line of every tool: this build's features, and a stamp whose
+# name changes with the commit, version or features, so what prints them is
+# rebuilt then.
+FEATURES := $(or $(strip $(if $(HAVE_CUDA),cuda) $(if $(HAVE_NCCL),nccl) $(if $(HAVE_CUDNN),cudnn) \
+              $(if $(HAVE_PMIX),pmix) $(if $(HAVE_HWLOC),hwloc) $(if $(HAVE_MPI),mpi)),none)
+CPPFLAGS += -DLONGATTN_FEATURES='"$(FEATURES)"'
+VSTAMP   := $(B)/.version-$(VERSION)-$(COMMIT)-$(subst $() ,+,$(FEATURES))
+# made while reading this file: .SECONDARY would let a missing stamp go
+# unnoticed as an intermediate file
+$(shell mkdir -p $(B) && { test -e '$(VSTAMP)' || { rm -f $(B)/.version-*; touch '$(VSTAMP)'; }; })
+SUBST     = sed -e 's|@VERSION@|$(VERSION)|' -e 's|@COMMIT@|$(COMMIT)|' -e 's|@FEATURES@|$(FEATURES)|'
+
 # ---- sources ---------------------------------------------------------------
 LIBSRC  := $(filter-out $(NOT),$(wildcard lib/*.c lib/*.cu lib/cp/*.c lib/cp/*.cu masks/*.c kernels/*.c kernels/*.cu))
 LIBOBJ  := $(patsubst %,$(B)/%.o,$(LIBSRC))
@@ -123,8 +136,10 @@ $(B)/liblongattn.a: $(LIBOBJ)
 bin/%: $(B)/bin/%.c.o $(B)/liblongattn.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-bin/summarize: bin/summarize.sh
-	sed 's|@AWKDIR@|$(CURDIR)/awk|' $< > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
+$(B)/lib/util.c.o: $(VSTAMP)
+
+bin/summarize: bin/summarize.sh $(VSTAMP)
+	$(SUBST) -e 's|@AWKDIR@|$(CURDIR)/awk|' $< > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
 # Python 3 and torch at run time only: the C tools never need it.
 bin/kbench-torch: bin/kbench_torch.py
@@ -161,7 +176,7 @@ install: all
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	    $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin
-	sed 's|@AWKDIR@|$(PREFIX)/share/longattn/awk|' bin/summarize.sh > $(DESTDIR)$(PREFIX)/bin/summarize
+	$(SUBST) -e 's|@AWKDIR@|$(PREFIX)/share/longattn/awk|' bin/summarize.sh > $(DESTDIR)$(PREFIX)/bin/summarize
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/summarize
 	sed 's|@COMMIT@|$(COMMIT)|' bin/kbench_torch.py > $(DESTDIR)$(PREFIX)/bin/kbench-torch
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/kbench-torch

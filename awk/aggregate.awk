@@ -6,11 +6,13 @@
 # and usp 2x2 stay apart.  Portable awk (mawk, gawk, busybox).
 #
 # Output columns: mask pass seqlen label status n tflops ms_median mem_gib
-# heads_q heads_kv head_dim dtype batch device mixed
+# heads_q heads_kv head_dim dtype batch device mixed stack
 # ms_median only with -v want_ms=1 (it costs a second median per group).
 # status: wrong if any row is wrong; else ok if any is ok (medians of the
 # ok rows); else error, oom, unsupported in that order.  mixed = 1 when the
 # groups of a table differ in shape or device (the title shows the first).
+# stack: the union of the table's stack fields (driver=... cuda=...) when no
+# part has two versions, else empty; empty too for rows without the column.
 
 BEGIN {
 	FS = OFS = "\t"
@@ -24,25 +26,26 @@ function die(msg) {
 	exit 2
 }
 
+# Each header maps the columns anew, so streams of older and newer versions
+# (with and without stack, say) concatenate.
 $1 == "tool" {
-	if (ncols == 0) {
-		for (i = 1; i <= NF; i++)
-			c[$i] = i
-		for (i = 1; i <= nneed; i++)
-			if (!(need[i] in c))
-				die(FILENAME ": line " FNR ": header lacks column " need[i])
-		ncols = NF
-		# scalars: an array lookup per field and row is most of the time
-		Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
-		Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
-		Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
-		Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
-		Cdev = c["device"]
-		# optional: older streams and fixtures may lack them
-		Cul = ("ulysses" in c) ? c["ulysses"] : 0
-		Crg = ("ring" in c) ? c["ring"] : 0
-	} else if (NF != ncols)
-		die(FILENAME ": line " FNR ": a header of " NF " columns, the first had " ncols)
+	split("", c)
+	for (i = 1; i <= NF; i++)
+		c[$i] = i
+	for (i = 1; i <= nneed; i++)
+		if (!(need[i] in c))
+			die(FILENAME ": line " FNR ": header lacks column " need[i])
+	ncols = NF
+	# scalars: an array lookup per field and row is most of the time
+	Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
+	Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
+	Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
+	Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
+	Cdev = c["device"]
+	# optional: older streams and fixtures may lack them
+	Cul = ("ulysses" in c) ? c["ulysses"] : 0
+	Crg = ("ring" in c) ? c["ring"] : 0
+	Cstk = ("stack" in c) ? c["stack"] : 0
 	next
 }
 
@@ -62,6 +65,11 @@ $1 == "tool" {
 		g = g SUBSEP $Cul SUBSEP $Crg
 	if ((gi = gid[g]) == "")
 		gi = newgroup(g)
+	# a group's other stacks, rare: one comparison per row otherwise
+	if (Cstk && $Cstk != gstk[gi] && !((gi, $Cstk) in gseen)) {
+		gseen[gi, $Cstk] = 1
+		gstk[gi] = gstk[gi] " " $Cstk
+	}
 	if ((st = $Cst) == "ok") {
 		nok[gi]++
 		v = $Ctf + 0
@@ -110,6 +118,9 @@ function newgroup(g,    gi, t, ti, label, sl) {
 		tmixed[ti] = 1
 	sl = $Csl + 0
 	gt[gi] = ti; gsl[gi] = sl; glab[gi] = label
+	gstk[gi] = Cstk ? $Cstk : ""
+	if (Cstk)
+		gseen[gi, $Cstk] = 1
 	nok[gi] = nbad[gi] = mem[gi] = 0
 	if (!((ti, sl) in hassl)) {
 		hassl[ti, sl] = 1
@@ -189,7 +200,25 @@ END {
 		if (want_ms)
 			ftm[i] = tm[x]
 	}
-	print "mask", "pass", "seqlen", "label", "status", "n", "tflops", "ms_median", "mem_gib", "heads_q", "heads_kv", "head_dim", "dtype", "batch", "device", "mixed"
+	# each table's stack: the union of its rows' parts ("-" has none); a
+	# part with two versions empties it
+	for (gi = 1; gi <= ngrp; gi++) {
+		ti = gt[gi]
+		if (ti in tbad)
+			continue
+		n = split(gstk[gi], parts, " ")
+		for (i = 1; i <= n; i++) {
+			if (parts[i] == "-" || parts[i] == "")
+				continue
+			k = parts[i]; sub(/=.*/, "", k)
+			if (!((ti, k) in tver)) {
+				tver[ti, k] = parts[i]
+				tstk[ti] = tstk[ti] (tstk[ti] == "" ? "" : " ") parts[i]
+			} else if (tver[ti, k] != parts[i])
+				tbad[ti] = 1
+		}
+	}
+	print "mask", "pass", "seqlen", "label", "status", "n", "tflops", "ms_median", "mem_gib", "heads_q", "heads_kv", "head_dim", "dtype", "batch", "device", "mixed", "stack"
 	for (ti = 1; ti <= ntab; ti++) {
 		for (i = 1; i <= nsl[ti]; i++)
 			s[i] = sls[ti, i]
@@ -206,7 +235,7 @@ END {
 					    want_ms ? sprintf("%.4f", median(ftm, at[g], nok[g])) : "", mem[g])
 				else
 					vals = "\t\t"
-				print tmask[ti], tpass[ti], s[i], labs[ti, j], st, nok[g] + nbad[g], vals, thq[ti], thkv[ti], thd[ti], tdt[ti], tb[ti], tdev[ti], tmixed[ti]
+				print tmask[ti], tpass[ti], s[i], labs[ti, j], st, nok[g] + nbad[g], vals, thq[ti], thkv[ti], thd[ti], tdt[ti], tb[ti], tdev[ti], tmixed[ti], (ti in tbad) ? "" : tstk[ti]
 			}
 	}
 }

@@ -71,6 +71,8 @@ function flush(    i, j, name, dat, x, max, pl, txt, col) {
 		cur = t
 		mask = $c["mask"]; pass = $c["pass"]
 		title = mask " " pass ": heads " $c["heads_q"] ":" $c["heads_kv"] ", head_dim " $c["head_dim"] ", " $c["dtype"] ", batch " $c["batch"] ", " $c["device"]
+		if ("stack" in c && $c["stack"] != "")
+			title = title "\\n" $c["stack"]
 		lastsl = ""
 		if (nt == 0 && ng == 0) {
 			print "set style data histogram" > gp

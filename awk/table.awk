@@ -70,6 +70,8 @@ function flush(    i, j, w, line, sep, x) {
 		flush()
 		cur = t
 		title = $c["mask"] " " $c["pass"] ": heads " $c["heads_q"] ":" $c["heads_kv"] ", head_dim " $c["head_dim"] ", " $c["dtype"] ", batch " $c["batch"] ", " $c["device"]
+		if ("stack" in c && $c["stack"] != "")
+			title = title ", " $c["stack"]
 		if ($c["mixed"] == 1)
 			title = title " (and other shapes or devices)"
 		lastsl = ""

@@ -13,6 +13,8 @@
 #endif
 
 #include "cp/cp.h"
+#include "dev.h"
+#include "stack.h"
 #include "topo.h"
 #include "tsv.h"
 #include "util.h"
@@ -36,15 +38,16 @@ static void usage(void)
 	    "      --ring R          ring degree (default: the strategy's)\n"
 	    "      --node-size G     treat each G consecutive ranks as one node\n"
 	    "      --backend B       nccl (GPU) or mpi (CPU) (default: nccl with a GPU)\n"
-	    "  -k, --kernel K        local attention kernel (default flash, or naive;\n"
-	    "                        cpu on the mpi backend)\n"
+	    "  -k, --kernel K        local attention kernel (default: kbench's on the GPU,\n"
+	    "                        hopper on sm_90, else flash; cpu on the mpi backend)\n"
 	    "  -w, --warmup N        untimed runs first (default 2)\n"
 	    "  -n, --iters N         timed runs; the median is reported (default 5)\n"
 	    "      --seed SEED       random inputs' seed (default 1)\n"
 	    "      --check           compare with the fp64 single-device reference\n"
 	    "  -v, --verbose         say more on stderr (errors of --check)\n"
 	    "  -l, --list            list the strategies\n"
-	    "  -h, --help            this help\n");
+	    "  -h, --help            this help\n"
+	    "      --version         the version, commit and build features\n");
 }
 
 /* Before PMIx is up the rank is known only from the launcher's
@@ -181,6 +184,7 @@ static int bench(const struct cp_env *env, const struct cp_ops *st, const struct
 		.mem_gib = res.mem_bytes / (1024.0 * 1024 * 1024),
 		.device = device_name(env->backend), .host = b->host,
 		.commit = build_commit(), .seed = job->seed,
+		.stack = stack_str(env->backend == COMM_NCCL ? stack_kern(env->kern) | STACK_NCCL : 0),
 	};
 	if (res.ms_median > 0)
 		row.tflops = tsv_flops(row.area, s->hq, s->hd, s->batch, job->pass == PASS_BWD) /
@@ -210,6 +214,7 @@ int main(int argc, char *argv[])
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 }
 	};
 	const struct cp_ops *strat[MAXS];
@@ -270,6 +275,7 @@ int main(int argc, char *argv[])
 		case 'C': check = 1; break;
 		case 'v': verbose = 1; break;
 		case 'l': list = 1; break;
+		case OPT_VERSION: print_version("cpbench");
 		case 'h':
 			usage();
 			exit(0);
@@ -336,9 +342,11 @@ int main(int argc, char *argv[])
 		errx(EXIT_BADINPUT, "backend mpi: not in this build (no MPI)");
 #endif
 	if (kname == NULL) {
-		const struct kern_ops *f = kern_find("flash");
+		int ma = 0, mi = 0;
 
-		kname = backend == COMM_MPI ? "cpu" : f && !f->disabled ? "flash" : "naive";
+		if (backend == COMM_NCCL)
+			(void)dev_cc(0, &ma, &mi);
+		kname = kern_default(ma, mi, backend == COMM_NCCL)->name;
 	}
 	if ((kern = kern_find(kname)) == NULL)
 		errx(EXIT_BADINPUT, "-k: unknown kernel '%s'", kname);

@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dev.h"
 #include "kb.h"
 #include "kernel.h"
 #include "mask.h"
+#include "stack.h"
 #include "tsv.h"
 #include "util.h"
 
@@ -19,7 +21,8 @@ static void usage(void)
 	    "              [-t bf16|fp16] [-b BATCH] [-w WARMUP] [-n ITERS] [--device N]\n"
 	    "              [-s SEED] MASKFILE...\n"
 	    "       kbench -l\n"
-	    "  -k, --kernel LIST   kernels (default: flash on a GPU if built, else cpu)\n"
+	    "  -k, --kernel LIST   kernels, or all of this build and device (default: the\n"
+	    "                      fastest on the GPU, hopper on sm_90, else flash; cpu)\n"
 	    "  -p, --pass LIST     fwd, bwd or both (default fwd,bwd)\n"
 	    "  -H, --heads HQ:HKV  query and key/value heads (default 64:8)\n"
 	    "  -D, --head-dim N    head dimension (default 128)\n"
@@ -32,7 +35,8 @@ static void usage(void)
 	    "      --device N      the CUDA device (default 0)\n"
 	    "  -v, --verbose       a line per row on stderr, with the errors of --check\n"
 	    "  -l, --list          list the kernels and what each supports\n"
-	    "  -h, --help          this help\n");
+	    "  -h, --help          this help\n"
+	    "      --version       the version, commit and build features\n");
 }
 
 static void list(void)
@@ -73,6 +77,26 @@ static void heads(const char *s, int *hq, int *hkv)
 		    s, *hq, *hkv);
 }
 
+/* The default kernel (all 0), or those of `-k all', for the device asked
+ * for: kern_default and kern_all decide. */
+static int choose(int all, int device, int *ngpu, const struct kern_ops **out, int max)
+{
+	int major = 0, minor = 0, gpu;
+
+#ifdef HAVE_CUDA
+	if (*ngpu < 0)
+		*ngpu = kb_gpu_count();
+#else
+	*ngpu = 0;
+#endif
+	gpu = *ngpu > 0 && dev_cc(device < *ngpu ? device : 0, &major, &minor) == 0;
+	if (!all) {
+		out[0] = kern_default(major, minor, gpu);
+		return 1;
+	}
+	return kern_all(major, minor, gpu, out, max);
+}
+
 static const char *basename_of(const char *p)
 {
 	const char *b = strrchr(p, '/');
@@ -97,6 +121,7 @@ static int row(const struct kb_job *j, const char *path, const char *gpu, int ve
 		.pass = j->pass == PASS_FWD ? "fwd" : "bwd",
 		.world = 1, .device = gpuk && gpu[0] ? gpu : kb_cpu_name(),
 		.host = host_name(), .commit = build_commit(), .seed = j->seed,
+		.stack = stack_str(stack_kern(j->kern)),
 	};
 
 	for (int e = 0; e < KB_NERR; e++)
@@ -155,13 +180,14 @@ int main(int argc, char *argv[])
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct kern_ops *kern[16], *gpukern = NULL;
 	char *klist = NULL, *plist = "fwd,bwd", *names[16], gpu[256] = "", emsg[512];
 	int nkern = 0, passes[2], npass = 0, hq = 64, hkv = 8, hd = 128, dtype = DT_BF16;
 	int batch = 1, warmup = 5, iters = 20, check = 0, device = 0, verbose = 0;
-	int ch, ngpu = -1, bad = 0;
+	int ch, ngpu = -1, bad = 0, nname = 0;
 	uint64_t seed = 1;
 	struct mask *masks;
 	int nmask;
@@ -189,6 +215,7 @@ int main(int argc, char *argv[])
 		case 'v': verbose = 1; break;
 		case 'l': list(); close_stdout(); return 0;
 		case 'h': usage(); return 0;
+		case OPT_VERSION: print_version("kbench");
 		default: usage(); return EXIT_BADINPUT;
 		}
 	}
@@ -214,24 +241,32 @@ int main(int argc, char *argv[])
 		if (npass == 0)
 			errx(EXIT_BADINPUT, "pass: '%s' names no pass", plist);
 	}
-	if (klist == NULL) {
-		const struct kern_ops *f = kern_find("flash");
-#ifdef HAVE_CUDA
-		ngpu = kb_gpu_count();
-#else
-		ngpu = 0;
-#endif
-		klist = f != NULL && f->disabled == NULL && ngpu > 0 ? "flash" : "cpu";
+	if (klist == NULL)
+		nkern = choose(0, device, &ngpu, kern, 16);
+	else
+		nname = split_list(xstrdup(klist), names, 16);
+	for (int i = 0; i < nname; i++) {
+		const struct kern_ops *k[16];
+		int nk = 1;
+
+		if (strcmp(names[i], "all") == 0)
+			nk = choose(1, device, &ngpu, k, 16);
+		else if ((k[0] = kern_find(names[i])) == NULL)
+			errx(EXIT_BADINPUT, "kernel: unknown kernel '%s' (kbench -l lists them)", names[i]);
+		for (int x = 0; x < nk; x++) {
+			int have = 0;
+			for (int y = 0; y < nkern; y++)
+				have |= kern[y] == k[x];
+			if (!have)
+				kern[nkern++] = k[x];
+		}
 	}
-	nkern = split_list(xstrdup(klist), names, 16);
 	if (nkern == 0)
 		errx(EXIT_BADINPUT, "kernel: '%s' names no kernel", klist);
 	for (int i = 0; i < nkern; i++) {
-		if ((kern[i] = kern_find(names[i])) == NULL)
-			errx(EXIT_BADINPUT, "kernel: unknown kernel '%s' (kbench -l lists them)", names[i]);
 		/* a kernel this build lacks is a build question, not a result */
 		if (kern[i]->disabled != NULL)
-			errx(EXIT_BADINPUT, "kernel %s: not in this build (%s)", names[i],
+			errx(EXIT_BADINPUT, "kernel %s: not in this build (%s)", kern[i]->name,
 			    kern[i]->disabled);
 		/* the first that needs a device is named when there is none */
 		if (gpukern == NULL && kern[i]->disabled == NULL && (kern[i]->caps & KC_GPU))
@@ -246,9 +281,6 @@ int main(int argc, char *argv[])
 			errx(EXIT_BADINPUT, "%s: %d mask heads do not divide %d query heads",
 			    argv[i], masks[i].heads, hq);
 	}
-#ifndef HAVE_CUDA
-	(void)device;          /* every GPU kernel is disabled: nothing to open */
-#endif
 	if (gpukern != NULL) {
 #ifdef HAVE_CUDA
 		if (ngpu < 0)

@@ -53,7 +53,8 @@ static void usage(void)
 	    "  -r, --render FILE      draw a mask file\n"
 	    "      --head H           with -r: the mask head drawn (default 0)\n"
 	    "      --size N           with -r: cells on the longer side (default 512)\n"
-	    "  -h, --help             this help\n");
+	    "  -h, --help             this help\n"
+	    "      --version          the version, commit and build features\n");
 }
 
 static double now_ms(void)
@@ -190,6 +191,7 @@ int main(int argc, char *argv[])
 		{ "head", required_argument, NULL, O_HEAD },
 		{ "size", required_argument, NULL, O_SIZE },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 }
 	};
 	const int64_t maxs = MASK_MAXSEQ - 1;
@@ -238,6 +240,7 @@ int main(int argc, char *argv[])
 		case O_HEAD: head = (int)parse_int(optarg, "--head", 0, 1023, 0); break;
 		case O_SIZE: size = (int)parse_int(optarg, "--size", 1, 8192, 0); break;
 		case 'h': usage(); return 0;
+		case OPT_VERSION: print_version("maskgen");
 		default: usage(); return EXIT_BADINPUT;
 		}
 	}

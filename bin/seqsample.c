@@ -22,7 +22,8 @@ static void usage(void)
 	    "  -H, --hist             read lengths (one per line), print a histogram\n"
 	    "  -w, --width WIDTH      with -H: bins of fixed width (default: powers of two)\n"
 	    "  -o, --output FILE      write to FILE (atomically) instead of stdout\n"
-	    "  -h, --help             this help\n");
+	    "  -h, --help             this help\n"
+	    "      --version          the version, commit and build features\n");
 }
 
 /* The bin of length v: fixed width, or [2^b, 2^(b+1)) without one. */
@@ -88,6 +89,7 @@ int main(int argc, char *argv[])
 		{ "width", required_argument, NULL, 'w' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *dist = NULL, *outpath = "-";
@@ -110,6 +112,7 @@ int main(int argc, char *argv[])
 		case 'w': width = parse_int(optarg, "-w WIDTH", 1, HIST_MAXLEN - 1, 1); break;
 		case 'o': outpath = optarg; break;
 		case 'h': usage(); return 0;
+		case OPT_VERSION: print_version("seqsample");
 		default: usage(); return EXIT_BADINPUT;
 		}
 	}

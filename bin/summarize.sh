@@ -11,13 +11,53 @@ prog=summarize
 usage() {
 	cat >&2 <<'USAGE'
 usage: summarize [-f table|md|tsv] [-p PLOTDIR] [FILE...]
-  -f FORMAT   table (aligned text, default), md (markdown) or tsv (the aggregate)
-  -p PLOTDIR  also draw one PNG and one SVG per (mask, pass) into PLOTDIR
-  -h          this help
+       summarize --compare OLD.tsv NEW.tsv [--threshold PCT]
+       summarize --version
+  -f FORMAT        table (aligned text, default), md (markdown) or tsv (the aggregate)
+  -p PLOTDIR       also draw, as PNG and SVG: a chart per (mask, pass), and the
+                   paper's grids fig-fwd, fig-bwd (kernels) and fig-cp-fwd,
+                   fig-cp-bwd (CP strategies), a panel per mask
+  --compare        NEW/OLD TFLOP/s and memory of the rows both files have;
+                   exit 1 if one got slower than PCT% or went from ok to
+                   wrong, oom or error
+  --threshold PCT  with --compare (default 5)
+  -h, --help       this help
+  --version        the version, commit and build features
 USAGE
 }
 
 die() { echo "$prog: $*" >&2; exit 2; }
+
+# Long options first: getopts knows none.
+case ${1-} in
+--version)
+	echo "summarize longattn @VERSION@ (commit @COMMIT@; features @FEATURES@)"
+	exit 0 ;;
+--help) usage; exit 0 ;;
+--compare)
+	shift
+	thr=5 old= new=
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--threshold)
+			[ $# -ge 2 ] || die "--threshold: needs an argument (summarize -h)"
+			thr=$2; shift ;;
+		-?*) die "$1: unknown option of --compare (summarize -h)" ;;
+		*) if [ -z "$old" ]; then old=$1; elif [ -z "$new" ]; then new=$1
+		   else die "--compare: '$1': want two files, OLD and NEW"; fi ;;
+		esac
+		shift
+	done
+	[ -n "$new" ] || die "--compare: want two files, OLD and NEW"
+	case $thr in
+	''|.|*[!0-9.]*|*.*.*) die "--threshold: '$thr' is not a percentage" ;;
+	esac
+	for f in "$old" "$new"; do
+		[ -r "$f" ] && [ ! -d "$f" ] || die "$f: cannot read"
+	done
+	[ -r "$AWKDIR/compare.awk" ] || die "$AWKDIR: awk programs not found"
+	exec $AWK -v thr="$thr" -f "$AWKDIR/compare.awk" "$old" "$new" ;;
+esac
 
 fmt=table plotdir=
 # silent getopts: the shell's own message would not name the tool
@@ -58,9 +98,12 @@ esac || die "stdout: write error"
 if [ -n "$plotdir" ]; then
 	term=png
 	gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1 && term=pngcairo
-	$AWK -v tmp="$tmp" -v dir="$plotdir" -v term="$term" \
-	    -f "$AWKDIR/plot.awk" "$tmp/agg" >"$tmp/moves" || exit 2
-	if ! gnuplot "$tmp/plots.gp" 2>"$tmp/gnuplot.err"; then
+	# a chart per (mask, pass), then the paper's grids of panels
+	for p in plot grid; do
+		$AWK -v tmp="$tmp" -v dir="$plotdir" -v term="$term" \
+		    -f "$AWKDIR/$p.awk" "$tmp/agg" >>"$tmp/moves" || exit 2
+	done
+	if ! { gnuplot "$tmp/plots.gp" && gnuplot "$tmp/grid.gp"; } 2>"$tmp/gnuplot.err"; then
 		while IFS='	' read -r from to; do rm -f "$from"; done <"$tmp/moves"
 		die "gnuplot failed: $(head -n 1 "$tmp/gnuplot.err")"
 	fi

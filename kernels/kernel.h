@@ -71,4 +71,13 @@ struct kern_ops {
 extern const struct kern_ops *const kern_table[];     /* NULL-terminated, kernels/table.c */
 const struct kern_ops *kern_find(const char *name);    /* NULL if unknown */
 
+/* The choice of kernels for a device of compute capability major.minor
+ * (have_gpu 0: none), in one place for every tool.  kern_default: the
+ * fastest this build has for it, hopper on 9.0, else flash (naive if flash
+ * is not built), and cpu without a GPU.  kern_all: every kernel this build
+ * and the device run (hopper only on 9.0), or cpu alone without a GPU;
+ * fills out[0..max-1] in table order and returns the count. */
+const struct kern_ops *kern_default(int cc_major, int cc_minor, int have_gpu);
+int kern_all(int cc_major, int cc_minor, int have_gpu, const struct kern_ops **out, int max);
+
 #endif

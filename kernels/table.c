@@ -57,6 +57,41 @@ const struct kern_ops *const kern_table[] = {
 	&kern_cpu, NAIVE, FLASH, HOPPER, CUDNN, NULL
 };
 
+/* sm_90a code runs on compute capability 9.0 alone: on 9.x and 10.x it
+ * would not even load. */
+static int runs_on(const struct kern_ops *k, int major, int minor)
+{
+	if (k->disabled != NULL || !(k->caps & KC_GPU))
+		return 0;
+	return k != HOPPER || (major == 9 && minor == 0);
+}
+
+const struct kern_ops *kern_default(int cc_major, int cc_minor, int have_gpu)
+{
+	/* fastest first (bench/results/hopper-h200-versus.tsv) */
+	const struct kern_ops *const pref[] = { HOPPER, FLASH, NAIVE };
+
+	for (size_t i = 0; have_gpu && i < sizeof pref / sizeof pref[0]; i++)
+		if (runs_on(pref[i], cc_major, cc_minor))
+			return pref[i];
+	return &kern_cpu;
+}
+
+int kern_all(int cc_major, int cc_minor, int have_gpu, const struct kern_ops **out, int max)
+{
+	int n = 0;
+
+	if (!have_gpu) {
+		if (max > 0)
+			out[n++] = &kern_cpu;
+		return n;
+	}
+	for (int i = 0; kern_table[i] != NULL && n < max; i++)
+		if (runs_on(kern_table[i], cc_major, cc_minor))
+			out[n++] = kern_table[i];
+	return n;
+}
+
 const struct kern_ops *kern_find(const char *name)
 {
 	for (int i = 0; kern_table[i] != NULL; i++)

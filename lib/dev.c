@@ -19,6 +19,13 @@ void dev_free(void *p)
 size_t dev_inuse(void) { return 0; }
 size_t dev_peak(void) { return 0; }
 void dev_peak_reset(void) {}
+
+int dev_cc(int dev, int *major, int *minor)
+{
+	(void)dev;
+	*major = *minor = 0;
+	return -1;
+}
 #else
 typedef int dev_c_is_empty_with_cuda;   /* ISO C wants a declaration */
 #endif

@@ -11,5 +11,8 @@ void   dev_free(void *p);               /* NULL is fine */
 size_t dev_inuse(void);
 size_t dev_peak(void);
 void   dev_peak_reset(void);            /* peak = in use now */
+/* The compute capability of device dev, for the kernel choice of
+ * kern_default; -1 when there is no such device (or no CUDA). */
+int    dev_cc(int dev, int *major, int *minor);
 
 #endif

@@ -77,6 +77,18 @@ size_t dev_peak(void)
 	return n;
 }
 
+int dev_cc(int dev, int *major, int *minor)
+{
+	*major = *minor = 0;
+	if (cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		*major = *minor = 0;
+		return -1;
+	}
+	return 0;
+}
+
 void dev_peak_reset(void)
 {
 	pthread_mutex_lock(&mu);

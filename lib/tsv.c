@@ -6,7 +6,8 @@ const char *const tsv_columns[] = {
 	"tool", "kernel", "mask", "seqlen_q", "seqlen_k", "area", "batch",
 	"heads_q", "heads_kv", "head_dim", "dtype", "pass", "world", "ulysses",
 	"ring", "status", "iters", "ms_median", "ms_min", "ms_max", "tflops",
-	"mem_gib", "device", "host", "commit", "seed", NULL
+	"mem_gib", "device", "host", "commit", "seed",
+	"stack", NULL
 };
 
 void tsv_header(FILE *fp)
@@ -56,7 +57,9 @@ void tsv_row(FILE *fp, const struct row *r)
 	field(fp, r->device);
 	field(fp, r->host);
 	field(fp, r->commit);
-	fprintf(fp, "\t%llu\n", (unsigned long long)r->seed);
+	fprintf(fp, "\t%llu", (unsigned long long)r->seed);
+	field(fp, r->stack != NULL ? r->stack : "-");
+	fputc('\n', fp);
 }
 
 double tsv_flops(double area, int hq, int hd, int batch, int bwd)

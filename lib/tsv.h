@@ -18,6 +18,7 @@ struct row {
 	double ms_median, ms_min, ms_max, tflops, mem_gib;
 	const char *device, *host, *commit;
 	uint64_t seed;
+	const char *stack;            /* stack.h's text; NULL is "-" */
 };
 
 extern const char *const tsv_columns[];   /* NULL-terminated */

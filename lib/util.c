@@ -195,3 +195,17 @@ const char *build_commit(void)
 {
 	return COMMIT;
 }
+
+#ifndef LONGATTN_VERSION
+#define LONGATTN_VERSION "unknown"
+#endif
+#ifndef LONGATTN_FEATURES
+#define LONGATTN_FEATURES "unknown"
+#endif
+_Noreturn void print_version(const char *tool)
+{
+	printf("%s longattn %s (commit %s; features %s)\n", tool, LONGATTN_VERSION, COMMIT,
+	    LONGATTN_FEATURES);
+	close_stdout();
+	exit(0);
+}

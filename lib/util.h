@@ -50,4 +50,10 @@ int split_list(char *s, char **out, int max);
 const char *host_name(void);
 const char *build_commit(void);
 
+/* --version (getopt_long's value OPT_VERSION): "TOOL longattn VERSION
+ * (commit C; features cuda nccl ...)" on stdout, the build's features as
+ * the Makefile found them; exits 0. */
+#define OPT_VERSION 0x1000      /* above every tool's own long-option values */
+_Noreturn void print_version(const char *tool);
+
 #endif

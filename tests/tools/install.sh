@@ -20,4 +20,5 @@ bin/summarize tests/fixtures/kbench-h200.tsv >"$T/want.txt"
 check install-moved-summarize test $? -eq 0
 check install-moved-summarize-same-table cmp -s "$T/want.txt" "$T/sum.txt"
 check install-table-not-empty test "$(wc -l <"$T/want.txt")" -gt 3
+check install-summarize-version test "$("$T/moved/bin/summarize" --version)" = "$(bin/summarize --version)"
 finish

@@ -36,7 +36,7 @@ if command -v gnuplot >/dev/null 2>&1; then
 	summarize -p "$T/plots" "$K" "$C" >/dev/null 2>"$T/err"
 	rc=$?
 	check "summarize -p exits 0" [ $rc -eq 0 ]
-	n=$(ls "$T/plots" | grep -c '\.png$')
+	n=$(ls "$T/plots" | grep -v '^fig-' | grep -c '\.png$')
 	check "four PNGs for four (mask, pass) tables" [ "$n" -eq 4 ]
 	check "PNG magic" sh -c "head -c 8 '$T/plots/causal_fwd.png' | od -An -c | grep -q 'P   N   G'"
 	check "SVG is SVG" grep -q '<svg' "$T/plots/causal_bwd.svg"
