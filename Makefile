@@ -20,6 +20,8 @@ PKG_CONFIG ?= pkg-config
 B := build
 
 VERSION := 0.1
+# rules for objects come before `all' below: a bare `make' builds the tools
+.DEFAULT_GOAL := all
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread
