@@ -80,6 +80,40 @@ static __device__ __forceinline__ void bar_arrive(uint32_t b)
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory");
 }
 
+/* ---- 2-CTA clusters: K and V tiles multicast to both CTAs ---------------- */
+
+static __device__ __forceinline__ uint32_t cl_rank(void)
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+/* Every thread of both CTAs: the barriers are initialised before the other
+ * CTA may copy into this one or arrive on its barriers. */
+static __device__ __forceinline__ void cl_sync(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+	    "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Arrive on the barrier at the same offset in CTA rank of the cluster. */
+static __device__ __forceinline__ void bar_arrive_cl(uint32_t b, uint32_t rank)
+{
+	asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
+	    "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
+}
+
+/* tma4 into the same offset of every CTA in mask, each completing on its
+ * own barrier at offset bar. */
+static __device__ __forceinline__ void tma4mc(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3,
+    uint32_t bar, uint16_t mask)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+	    ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;"
+	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask) : "memory");
+}
+
 /* A shared-memory matrix descriptor with 128-byte swizzle: lbo and sbo in
  * bytes (K-major: lbo unused, sbo = 8 rows of 128 bytes; N-major: lbo =
  * the distance between 64-element column blocks, sbo = 8 rows). */
@@ -332,7 +366,27 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 	named_arrive(2 - cw);
 }
 
-template <typename T, int HD>
+/* A stage given back: by lane 0 of each consumer warp, to its own CTA's
+ * barrier, or with CL == 2 to both CTAs' (either producer fills half of
+ * both CTAs' stage). */
+template <int CL> static __device__ __forceinline__ void release(uint32_t b)
+{
+	if (CL == 1) {
+		bar_arrive(b);
+	} else {
+		bar_arrive_cl(b, 0);
+		bar_arrive_cl(b, 1);
+	}
+}
+
+/* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
+ * same q-tile and mask row, so they walk the same k-tiles; each producer
+ * loads half of every K and V tile (BK / 2 keys) into both CTAs, halving
+ * what the SMs read from L2.  A stage is refilled once the consumers of
+ * both CTAs gave it back (empty barriers count 16 warps).  The last S
+ * tiles are never given back: no copy waits for them, and so every arrival
+ * on the other CTA's barriers is waited for there before it can exit. */
+template <typename T, int HD, int CL>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
@@ -359,12 +413,15 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		for (int i = 0; i < S; i++) {
 			bar_init(bK + 8 * i, 1);
 			bar_init(bV + 8 * i, 1);
-			bar_init(bEK + 8 * i, 8);      /* lane 0 of each consumer warp */
-			bar_init(bEV + 8 * i, 8);
+			bar_init(bEK + 8 * i, 8 * CL); /* lane 0 of each consumer warp */
+			bar_init(bEV + 8 * i, 8 * CL);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
-	__syncthreads();
+	if (CL == 1)
+		__syncthreads();
+	else
+		cl_sync();
 
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -378,6 +435,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
 			tma4(sQ + c * BQ * 128, &tq, c * 64, h, q0, b, bQ);
+		/* this CTA's rows of a tile, and their offset in a stage */
+		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
+		const uint32_t ro = rk * 128;
 		int it = 0;
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
 			const int st = it % S;
@@ -386,12 +446,20 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+				if (CL == 1)
+					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+				else
+					tma4mc(sK + st * C::KB + c * BK * 128 + ro, &tk, c * 64, hk, w.t * BK + rk, b,
+					    bK + 8 * st, 3);
 			bar_wait(bEV + 8 * st, ph ^ 1);
 			bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+				if (CL == 1)
+					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+				else
+					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, w.t * BK + rk, b,
+					    bV + 8 * st, 3);
 		}
 		return;
 	}
@@ -416,8 +484,13 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	 * given back as soon as S is done, V stages once O += P V is: the
 	 * producer then fetches K two tiles ahead. */
 	walk w(a.ent, e0, e1);
-	int it = 0, pst = 0;
+	int it = 0, pst = 0, nrel = 0;
 	uint32_t pph = 0;
+	if (CL == 2) {
+		for (int e = e0; e < e1; e++)
+			nrel += a.ent[e].t1 - a.ent[e].t0;
+		nrel -= S;
+	}
 	if (w.more()) {
 		if (cw == 1)
 			named_arrive(1);
@@ -430,8 +503,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pp_arrive(cw);
 		wg_wait<0>();
 		pin<64>(s);
-		if (lane == 0)
-			bar_arrive(bEK);
+		if (lane == 0 && (CL == 1 || 0 < nrel))
+			release<CL>(bEK);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
@@ -455,16 +528,16 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pp_arrive(cw);
 		wg_wait<1>();
 		pin<64>(s);
-		if (lane == 0)
-			bar_arrive(bEK + 8 * st);
+		if (lane == 0 && (CL == 1 || it < nrel))
+			release<CL>(bEK + 8 * st);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<BK / 16>(p);
-		if (lane == 0)
-			bar_arrive(bEV + 8 * pst);
+		if (lane == 0 && (CL == 1 || it - 1 < nrel))
+			release<CL>(bEV + 8 * pst);
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
 			o[4 * j] *= alpha[0];
@@ -489,7 +562,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pp_arrive(cw);
 		wg_wait<0>();
 		pin<NO>(o);
-		if (lane == 0)
+		if (lane == 0 && CL == 1)
 			bar_arrive(bEV + 8 * pst);
 	}
 
@@ -535,6 +608,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 struct state {
 	struct attn_shape s;
 	int mheads, nqt;
+	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
 	int32_t *row, *order, *bmi;
 	plan_ent *ent;
 	plan_cut *cut;
@@ -632,7 +706,10 @@ static int by_work(const void *x, const void *y)
 
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	return cudaFuncSetAttribute(fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	cudaError_t e = cudaFuncSetAttribute(fwd<T, HD, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	return e;
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
@@ -651,6 +728,11 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	f->s = *s;
 	f->mheads = m->heads;
+	/* pairs of q-heads (h even, h + 1) share a kv-head and a mask head */
+	{
+		const char *e = getenv("HF_CL");
+		f->cl = e != NULL && atoi(e) == 2 && (s->hq / s->hkv) % 2 == 0 && (s->hq / m->heads) % 2 == 0 ? 2 : 1;
+	}
 	if (tmap_encoder() == NULL) {
 		snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
 		free(f);
@@ -710,8 +792,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	cudaError_t e;
 
 	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
-	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
-	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
+	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
 		return KERN_ERR;
 	}
@@ -722,7 +804,26 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
 	dim3 grid(s->hq * f->nqt, 1, s->batch);
-	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+	if (f->cl == 1) {
+		fwd<T, HD, 1><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+	} else {
+		cudaLaunchConfig_t lc = {};
+		cudaLaunchAttribute at[1];
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = 2;
+		at[0].val.clusterDim.y = 1;
+		at[0].val.clusterDim.z = 1;
+		lc.gridDim = grid;
+		lc.blockDim = dim3(NT);
+		lc.dynamicSmemBytes = cfg<HD>::SMEM;
+		lc.stream = (cudaStream_t)io->stream;
+		lc.attrs = at;
+		lc.numAttrs = 1;
+		if ((e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2>, tq, tk, tv, to, a)) != cudaSuccess) {
+			warnx("hopper: fwd: %s", cudaGetErrorString(e));
+			return KERN_ERR;
+		}
+	}
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));
 		return KERN_ERR;
