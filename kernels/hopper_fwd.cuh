@@ -73,6 +73,7 @@ struct args {
 	float sl;                  /* scale * log2(e) */
 	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
 	int nitem;
+	unsigned *next, base;      /* fwdp: item counter, its value at launch */
 };
 
 /* ---- PTX wrappers ------------------------------------------------------ */
@@ -620,9 +621,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 
 /* ---- persistent CTAs, one stream of tiles across items ------------------- */
 
-/* fwdp: one CTA an SM, items (q-head, q-tile, batch) c, c + G, c + 2G, ...
- * of the grid order above (rows with no tile left out), and the tiles of
- * its items one stream: the first S of an item is issued with the last
+/* fwdp: one CTA an SM, taking items (q-head, q-tile, batch) in the grid
+ * order above (rows with no tile left out) from a counter, and the tiles
+ * of its items one stream: the first S of an item is issued with the last
  * P V of the one before, and that item's epilogue runs under the next
  * one's GEMMs (the other consumer's turn), so a row of a few tiles no
  * longer pays the pipeline's fill and drain, nor a CTA's start.  Q has
@@ -638,7 +639,8 @@ template <int HD> struct pcfg {
 		QB = BQ * HD * 2,
 		KB = BK * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 1024,
+		/* the barriers, then per Q buffer its item's index */
+		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
 	};
 };
 
@@ -655,7 +657,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	/* mbarriers: Q full x NQ, Q empty x NQ, then per stage K full, V full,
 	 * K empty, V empty */
 	const uint32_t bQ = base + C::BAR, bQE = bQ + 8 * C::NQ, bK = bQE + 8 * C::NQ, bV = bK + 8 * S,
-	    bEK = bV + 8 * S, bEV = bEK + 8 * S;
+	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = bEV + 8 * S;
 	const int tid = threadIdx.x, wg = tid >> 7;
 
 	if (tid == 0) {
@@ -677,11 +679,23 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
 		if (tid != 0)
 			return;
+		/* Each CTA takes items until the counter passes nitem: a launch
+		 * takes nitem + gridDim.x values from it (the host's base). The
+		 * item's index goes with its Q buffer (-1: no more), published by
+		 * the arrive on the buffer's full barrier. */
 		int it = 0;
-		for (int k = 0, i = blockIdx.x; i < a.nitem; k++, i += gridDim.x) {
-			const int4 I = a.item[i];
-			const int qb = k % C::NQ, hk = I.x / a.group;
+		for (int k = 0;; k++) {
+			const int qb = k % C::NQ;
 			bar_wait(bQE + 8 * qb, ((k / C::NQ) & 1) ^ 1);
+			const unsigned n = atomicAdd(a.next, 1u) - a.base;
+			const int i = n < (unsigned)a.nitem ? (int)n : -1;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 4 * qb), "r"(i) : "memory");
+			if (i < 0) {
+				bar_arrive(bQ + 8 * qb);
+				break;
+			}
+			const int4 I = a.item[i];
+			const int hk = I.x / a.group;
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
@@ -714,7 +728,11 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	for (int i = 0; i < NO; i++)
 		o[i] = 0;
 
-	int i = blockIdx.x, k = 0, kb = 0;      /* kb = k % NQ */
+	int i, k = 0, kb = 0;      /* kb = k % NQ */
+	bar_wait(bQ, 0);
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI) : "memory");
+	if (i < 0)
+		return;
 	int4 I = a.item[i], P = I;
 	int qr[2], pqr[2];
 	qr[0] = I.y * BQ + rw0;
@@ -727,7 +745,6 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	/* the stream's first tile alone */
 	if (cw == 1)
 		named_arrive(1);
-	bar_wait(bQ, 0);
 	bar_wait(bK, 0);
 	pp_sync(cw);
 	wg_fence();
@@ -747,14 +764,19 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		w.next();
 		nb = false;
 		if (!w.more()) {
-			if ((i += gridDim.x) >= a.nitem)
+			k++;
+			kb = kb + 1 == C::NQ ? 0 : kb + 1;
+			bar_wait(bQ + 8 * kb, (k / C::NQ) & 1);
+			asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI + 4 * kb) : "memory");
+			if (i < 0) {
+				k--;
+				kb = kb == 0 ? C::NQ - 1 : kb - 1;
 				break;
+			}
 			P = I;
 			pqr[0] = qr[0];
 			pqr[1] = qr[1];
 			I = a.item[i];
-			k++;
-			kb = kb + 1 == C::NQ ? 0 : kb + 1;
 			qr[0] = I.y * BQ + rw0;
 			qr[1] = qr[0] + 8;
 			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
@@ -770,8 +792,6 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		}
 		const int st = it % S;
 		const uint32_t ph = (it / S) & 1;
-		if (nb)
-			bar_wait(bQ + 8 * kb, (k / C::NQ) & 1);
 		bar_wait(bK + 8 * st, ph);
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
@@ -862,6 +882,7 @@ struct state {
 	int pers;                  /* fwdp: persistent CTAs over items */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
+	unsigned *next, launches;  /* fwdp's item counter, never reset */
 	int32_t *row, *order, *bmi;
 	plan_ent *ent;
 	plan_cut *cut;
@@ -897,6 +918,7 @@ static void fini(void *st)
 	dev_free(f->bm);
 	dev_free(f->item);
 	dev_free(f->empty);
+	dev_free(f->next);
 	free(f);
 }
 
@@ -923,8 +945,10 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 					}
 		f->nitem = ni;
 		f->nempty = ne;
-		if ((rc = upload((void **)&f->item, it, (size_t)ni * sizeof *it)) == KERN_OK)
-			rc = upload((void **)&f->empty, em, (size_t)ne * sizeof *em);
+		unsigned zero = 0;
+		if ((rc = upload((void **)&f->item, it, (size_t)ni * sizeof *it)) == KERN_OK &&
+		    (rc = upload((void **)&f->empty, em, (size_t)ne * sizeof *em)) == KERN_OK)
+			rc = upload((void **)&f->next, &zero, sizeof zero);
 	}
 	free(it);
 	free(em);
@@ -980,6 +1004,41 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
+/* Which kernel: fwdp where rows average at most PERS_TILES tiles
+ * (documents, hash_sparse: a CTA's fill and drain weigh on rows of a few
+ * tiles), else fwd, in 2-CTA clusters at hd 128 where the q-heads h and
+ * h + 1 share a kv-head and a mask head (half the K/V bytes from L2).  At
+ * hd 64 neither measured faster (bench/NOTES.md, "hopper fwd, round 3").
+ * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
+enum { PERS_TILES = 10 };
+
+static void choose(struct state *f, const struct plan *p)
+{
+	const struct attn_shape *s = &f->s;
+	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
+	const char *e = getenv("LONGATTN_HOPPER_FWD");
+	int64_t tiles = 0, rows = 0;
+
+	for (int r = 0; r < p->nrows; r++) {
+		for (int x = p->row[r]; x < p->row[r + 1]; x++)
+			tiles += p->ent[x].t1 - p->ent[x].t0;
+		rows += p->row[r] < p->row[r + 1];
+	}
+	f->pers = s->hd == 128 && tiles <= (int64_t)PERS_TILES * rows;
+	f->cl = s->hd == 128 && pairs ? 2 : 1;
+	if (e != NULL && strcmp(e, "grid") == 0) {
+		f->pers = 0;
+		f->cl = 1;
+	} else if (e != NULL && strcmp(e, "cluster") == 0) {
+		f->pers = 0;
+		f->cl = pairs ? 2 : 1;
+	} else if (e != NULL && strcmp(e, "stream") == 0) {
+		f->pers = 1;
+	}
+	if (f->pers)
+		f->cl = 1;             /* fwdp loads whole tiles */
+}
+
 static const int64_t *work_key;
 
 static int by_work(const void *x, const void *y)
@@ -1016,12 +1075,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	f->s = *s;
 	f->mheads = m->heads;
-	/* pairs of q-heads (h even, h + 1) share a kv-head and a mask head */
 	{
-		const char *e = getenv("HF_CL");
-		f->cl = e != NULL && atoi(e) == 2 && (s->hq / s->hkv) % 2 == 0 && (s->hq / m->heads) % 2 == 0 ? 2 : 1;
-		e = getenv("HF_P");
-		f->pers = e != NULL && atoi(e) == 1;
 		int dev = 0;
 		if (cudaGetDevice(&dev) != cudaSuccess ||
 		    cudaDeviceGetAttribute(&f->nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -1045,6 +1099,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
+	choose(f, &p);
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
@@ -1098,16 +1153,21 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
+	const int G = f->nitem < f->nsm ? f->nitem : f->nsm;
 	a.item = f->item;
 	a.nitem = f->nitem;
+	a.next = f->next;
+	/* each launch takes nitem + G values of the counter */
+	a.base = f->launches * (unsigned)(f->nitem + G);
 	dim3 grid(s->hq * f->nqt, 1, s->batch);
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
 			    (int)s->sq, s->hq);
-		if (f->nitem > 0)
-			fwdp<T, HD><<<f->nitem < f->nsm ? f->nitem : f->nsm, NT, pcfg<HD>::SMEM,
-			    (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		if (f->nitem > 0) {
+			fwdp<T, HD><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		}
 	} else if (f->cl == 1) {
 		fwd<T, HD, 1><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 	} else {
