@@ -31,10 +31,13 @@
  * which is a run of a thread's score bits), partial tiles with many cuts
  * from a bitmask made in init, and q-tiles run heaviest first, the
  * q-heads of one kv-head side by side (K and V shared in L2).  O leaves
- * through shared memory and a TMA store.  A persistent grid (items from an
- * atomic counter, the next Q loaded under the last item's tail) measured
- * no faster on full and causal masks and was left out (bench/NOTES.md,
- * "hopper fwd"). */
+ * through shared memory and a TMA store.
+ *
+ * Three launches of this (choose() picks one from the plan): fwd, a CTA a
+ * row; fwd in 2-CTA clusters, the two q-heads of a pair sharing each K
+ * and V tile by TMA multicast (long rows); fwdp, persistent CTAs that run
+ * the tiles of many rows as one stream, so that a row's first S overlaps
+ * the last P V and epilogue of the row before (rows of a few tiles). */
 #include <limits.h>
 #include <math.h>
 
@@ -1004,13 +1007,15 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* Which kernel: fwdp where rows average at most PERS_TILES tiles
- * (documents, hash_sparse: a CTA's fill and drain weigh on rows of a few
- * tiles), else fwd, in 2-CTA clusters at hd 128 where the q-heads h and
- * h + 1 share a kv-head and a mask head (half the K/V bytes from L2).  At
- * hd 64 neither measured faster (bench/NOTES.md, "hopper fwd, round 3").
+/* Which kernel, from the plan's mean tiles a row (hd 128; at hd 64 fwd
+ * alone, the others unmeasured or slower there): fwdp below STREAM_TILES
+ * (documents, hash_sparse, share_question, 1K-2K causal: a CTA's fill
+ * and drain weigh on rows of a few tiles), fwd in 2-CTA clusters from
+ * CL_TILES where the q-heads h and h + 1 share a kv-head and a mask head
+ * (half the K/V bytes from L2; on short rows the pairs' joint start
+ * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3").
  * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
-enum { PERS_TILES = 10 };
+enum { STREAM_TILES = 16, CL_TILES = 48 };
 
 static void choose(struct state *f, const struct plan *p)
 {
@@ -1024,8 +1029,8 @@ static void choose(struct state *f, const struct plan *p)
 			tiles += p->ent[x].t1 - p->ent[x].t0;
 		rows += p->row[r] < p->row[r + 1];
 	}
-	f->pers = s->hd == 128 && tiles <= (int64_t)PERS_TILES * rows;
-	f->cl = s->hd == 128 && pairs ? 2 : 1;
+	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
+	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
 	if (e != NULL && strcmp(e, "grid") == 0) {
 		f->pers = 0;
 		f->cl = 1;
