@@ -31,10 +31,13 @@
  * which is a run of a thread's score bits), partial tiles with many cuts
  * from a bitmask made in init, and q-tiles run heaviest first, the
  * q-heads of one kv-head side by side (K and V shared in L2).  O leaves
- * through shared memory and a TMA store.  A persistent grid (items from an
- * atomic counter, the next Q loaded under the last item's tail) measured
- * no faster on full and causal masks and was left out (bench/NOTES.md,
- * "hopper fwd"). */
+ * through shared memory and a TMA store.
+ *
+ * Three launches of this (choose() picks one from the plan): fwd, a CTA a
+ * row; fwd in 2-CTA clusters, the two q-heads of a pair sharing each K
+ * and V tile by TMA multicast (long rows); fwdp, persistent CTAs that run
+ * the tiles of many rows as one stream, so that a row's first S overlaps
+ * the last P V and epilogue of the row before (rows of a few tiles). */
 #include <limits.h>
 #include <math.h>
 
@@ -71,6 +74,9 @@ struct args {
 	float *lse;
 	int sq, sk, hq, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
+	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
+	int nitem;
+	unsigned *next, base;      /* fwdp: item counter, its value at launch */
 };
 
 /* ---- PTX wrappers ------------------------------------------------------ */
@@ -78,6 +84,44 @@ struct args {
 static __device__ __forceinline__ void bar_arrive(uint32_t b)
 {
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b) : "memory");
+}
+
+/* ---- 2-CTA clusters: K and V tiles multicast to both CTAs ---------------- */
+
+static __device__ __forceinline__ uint32_t cl_rank(void)
+{
+	uint32_t r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+
+/* Every thread of both CTAs: the barriers are initialised before the other
+ * CTA may copy into this one or arrive on its barriers. */
+static __device__ __forceinline__ void cl_sync(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+	    "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Arrive on the barrier at the same offset in CTA rank of the cluster.
+ * The default (CTA-scope) release, as CUTLASS's cluster barriers: the
+ * stage's readers, wgmma, have completed (wait_group) before the arrive;
+ * .release.cluster made every arrive a MEMBAR and the kernel half as fast
+ * (round 3, call 1). */
+static __device__ __forceinline__ void bar_arrive_cl(uint32_t b, uint32_t rank)
+{
+	asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
+	    "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
+}
+
+/* tma4 into the same offset of every CTA in mask, each completing on its
+ * own barrier at offset bar. */
+static __device__ __forceinline__ void tma4mc(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3,
+    uint32_t bar, uint16_t mask)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+	    ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;"
+	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask) : "memory");
 }
 
 /* A shared-memory matrix descriptor with 128-byte swizzle: lbo and sbo in
@@ -332,7 +376,65 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 	named_arrive(2 - cw);
 }
 
+/* O through shared memory (this warpgroup's 64 rows of Q, whose last S is
+ * done) and one TMA store, which clips the rows past sq: a thread's direct
+ * stores are 4 bytes in 16 KB-strided rows, half a sector each, and hold
+ * the CTA's exit on short rows.  The layout is Q's: 64-column boxes,
+ * 128-byte rows, 16-byte chunks swizzled by the row's low 3 bits.  The
+ * store is committed, not waited for: the caller waits (wait_group.read)
+ * before the rows are written again or the CTA exits. */
 template <typename T, int HD>
+static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int q0, int b,
+    uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, const int *qr, int kq)
+{
+	const int lane = ct & 31, warp = (ct >> 5) & 3;
+	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		float sum = l[rr];
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		const float inv = sum > 0 ? 1.f / sum : 0.f;
+		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			const uint32_t v = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
+			const uint32_t ad = sQw + (j >> 3) * BQ * 128 + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
+		}
+		if ((lane & 3) == 0 && qr[rr] < a.sq)
+			L[qr[rr]] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+	if ((ct & 127) == 0) {
+#pragma unroll
+		for (int c = 0; c < HD / 64; c++)
+			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
+			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(q0 + cw * 64), "r"(b),
+			    "r"(sQw + c * BQ * 128) : "memory");
+		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+	}
+}
+
+/* A stage given back: by lane 0 of each consumer warp, to its own CTA's
+ * barrier, or with CL == 2 to both CTAs' (either producer fills half of
+ * both CTAs' stage). */
+template <int CL> static __device__ __forceinline__ void release(uint32_t b, uint32_t peer)
+{
+	bar_arrive(b);
+	if (CL == 2)
+		bar_arrive_cl(b, peer);
+}
+
+/* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
+ * same q-tile and mask row, so they walk the same k-tiles; each producer
+ * loads half of every K and V tile (BK / 2 keys) into both CTAs, halving
+ * what the SMs read from L2.  A stage is refilled once the consumers of
+ * both CTAs gave it back (empty barriers count 16 warps).  The last S
+ * tiles are never given back: no copy waits for them, and so every arrival
+ * on the other CTA's barriers is waited for there before it can exit. */
+template <typename T, int HD, int CL>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
@@ -359,12 +461,15 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		for (int i = 0; i < S; i++) {
 			bar_init(bK + 8 * i, 1);
 			bar_init(bV + 8 * i, 1);
-			bar_init(bEK + 8 * i, 8);      /* lane 0 of each consumer warp */
-			bar_init(bEV + 8 * i, 8);
+			bar_init(bEK + 8 * i, 8 * CL); /* lane 0 of each consumer warp */
+			bar_init(bEV + 8 * i, 8 * CL);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
-	__syncthreads();
+	if (CL == 1)
+		__syncthreads();
+	else
+		cl_sync();
 
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -378,6 +483,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
 			tma4(sQ + c * BQ * 128, &tq, c * 64, h, q0, b, bQ);
+		/* this CTA's rows of a tile, and their offset in a stage */
+		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
+		const uint32_t ro = rk * 128;
 		int it = 0;
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
 			const int st = it % S;
@@ -386,12 +494,20 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+				if (CL == 1)
+					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+				else
+					tma4mc(sK + st * C::KB + c * BK * 128 + ro, &tk, c * 64, hk, w.t * BK + rk, b,
+					    bK + 8 * st, 3);
 			bar_wait(bEV + 8 * st, ph ^ 1);
 			bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+				if (CL == 1)
+					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+				else
+					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, w.t * BK + rk, b,
+					    bV + 8 * st, 3);
 		}
 		return;
 	}
@@ -416,8 +532,14 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	 * given back as soon as S is done, V stages once O += P V is: the
 	 * producer then fetches K two tiles ahead. */
 	walk w(a.ent, e0, e1);
-	int it = 0, pst = 0;
-	uint32_t pph = 0;
+	int it = 0, pst = 0, nrel = 0;
+	uint32_t pph = 0, peer = 0;
+	if (CL == 2) {
+		peer = cl_rank() ^ 1;
+		for (int e = e0; e < e1; e++)
+			nrel += a.ent[e].t1 - a.ent[e].t0;
+		nrel -= S;
+	}
 	if (w.more()) {
 		if (cw == 1)
 			named_arrive(1);
@@ -430,8 +552,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pp_arrive(cw);
 		wg_wait<0>();
 		pin<64>(s);
-		if (lane == 0)
-			bar_arrive(bEK);
+		if (lane == 0 && (CL == 1 || 0 < nrel))
+			release<CL>(bEK, peer);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
@@ -455,16 +577,16 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pp_arrive(cw);
 		wg_wait<1>();
 		pin<64>(s);
-		if (lane == 0)
-			bar_arrive(bEK + 8 * st);
+		if (lane == 0 && (CL == 1 || it < nrel))
+			release<CL>(bEK + 8 * st, peer);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<BK / 16>(p);
-		if (lane == 0)
-			bar_arrive(bEV + 8 * pst);
+		if (lane == 0 && (CL == 1 || it - 1 < nrel))
+			release<CL>(bEV + 8 * pst, peer);
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
 			o[4 * j] *= alpha[0];
@@ -489,45 +611,269 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pp_arrive(cw);
 		wg_wait<0>();
 		pin<NO>(o);
-		if (lane == 0)
+		if (lane == 0 && CL == 1)
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	/* O through shared memory (this warpgroup's 64 rows of Q, whose last
-	 * S is done) and one TMA store, which clips the rows past sq: a
-	 * thread's direct stores are 4 bytes in 16 KB-strided rows, half a
-	 * sector each, and hold the CTA's exit on short rows.  The layout is
-	 * Q's: 64-column boxes, 128-byte rows, 16-byte chunks swizzled by the
-	 * row's low 3 bits. */
-	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
-#pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		float sum = l[rr];
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		const float inv = sum > 0 ? 1.f / sum : 0.f;
-		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++) {
-			const uint32_t v = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-			const uint32_t ad = sQw + (j >> 3) * BQ * 128 + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
-			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
-		}
-		if ((lane & 3) == 0 && qr[rr] < a.sq)
-			L[qr[rr]] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
-	}
-	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-	asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
-	if ((ct & 127) == 0) {
-#pragma unroll
-		for (int c = 0; c < HD / 64; c++)
-			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
-			    :: "l"((uint64_t)&to), "r"(c * 64), "r"(h), "r"(q0 + cw * 64), "r"(b),
-			    "r"(sQw + c * BQ * 128) : "memory");
-		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+	epilogue<T, HD>(o, l, m, h, q0, b, sQw, a, &to, cw, ct, qr, kq);
+	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+
+/* ---- persistent CTAs, one stream of tiles across items ------------------- */
+
+/* fwdp: one CTA an SM, taking items (q-head, q-tile, batch) in the grid
+ * order above (rows with no tile left out) from a counter, and the tiles
+ * of its items one stream: the first S of an item is issued with the last
+ * P V of the one before, and that item's epilogue runs under the next
+ * one's GEMMs (the other consumer's turn), so a row of a few tiles no
+ * longer pays the pipeline's fill and drain, nor a CTA's start.  Q has
+ * three buffers: O leaves through its item's Q buffer, which goes back to
+ * the producer once the TMA store has read it, a tile or more later, and
+ * the next item's Q is loaded while this one runs (with two, an item of
+ * one tile would wait for its Q).  Shared memory: 3 Q + STAGES x (K, V),
+ * 225 KB at hd 128 with two stages. */
+template <int HD> struct pcfg {
+	enum {
+		STAGES = HD == 128 ? 2 : 3,
+		NQ = 3,
+		QB = BQ * HD * 2,
+		KB = BK * HD * 2,
+		BAR = NQ * QB + 2 * STAGES * KB,
+		/* the barriers, then per Q buffer its item's index */
+		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
+	};
+};
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
+    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+    const __grid_constant__ CUtensorMap to, const args a)
+{
+	typedef pcfg<HD> C;
+	constexpr int S = C::STAGES, NO = HD / 2;
+	extern __shared__ unsigned char smraw[];
+	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
+	const uint32_t sQ = base, sK = base + C::NQ * C::QB, sV = sK + S * C::KB;
+	/* mbarriers: Q full x NQ, Q empty x NQ, then per stage K full, V full,
+	 * K empty, V empty */
+	const uint32_t bQ = base + C::BAR, bQE = bQ + 8 * C::NQ, bK = bQE + 8 * C::NQ, bV = bK + 8 * S,
+	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = bEV + 8 * S;
+	const int tid = threadIdx.x, wg = tid >> 7;
+
+	if (tid == 0) {
+		for (int i = 0; i < C::NQ; i++) {
+			bar_init(bQ + 8 * i, 1);
+			bar_init(bQE + 8 * i, 2);      /* the storing thread of each consumer */
+		}
+		for (int i = 0; i < S; i++) {
+			bar_init(bK + 8 * i, 1);
+			bar_init(bV + 8 * i, 1);
+			bar_init(bEK + 8 * i, 8);
+			bar_init(bEV + 8 * i, 8);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
+	__syncthreads();
+
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		if (tid != 0)
+			return;
+		/* Each CTA takes items until the counter passes nitem: a launch
+		 * takes nitem + gridDim.x values from it (the host's base). The
+		 * item's index goes with its Q buffer (-1: no more), published by
+		 * the arrive on the buffer's full barrier. */
+		int it = 0;
+		for (int k = 0;; k++) {
+			const int qb = k % C::NQ;
+			bar_wait(bQE + 8 * qb, ((k / C::NQ) & 1) ^ 1);
+			const unsigned n = atomicAdd(a.next, 1u) - a.base;
+			const int i = n < (unsigned)a.nitem ? (int)n : -1;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 4 * qb), "r"(i) : "memory");
+			if (i < 0) {
+				bar_arrive(bQ + 8 * qb);
+				break;
+			}
+			const int4 I = a.item[i];
+			const int hk = I.x / a.group;
+			bar_expect(bQ + 8 * qb, C::QB);
+#pragma unroll
+			for (int c = 0; c < HD / 64; c++)
+				tma4(sQ + qb * C::QB + c * BQ * 128, &tq, c * 64, I.x, I.y * BQ, I.z, bQ + 8 * qb);
+			for (walk w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
+				const int st = it % S;
+				const uint32_t ph = (it / S) & 1;
+				bar_wait(bEK + 8 * st, ph ^ 1);
+				bar_expect(bK + 8 * st, C::KB);
+#pragma unroll
+				for (int c = 0; c < HD / 64; c++)
+					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, I.z, bK + 8 * st);
+				bar_wait(bEV + 8 * st, ph ^ 1);
+				bar_expect(bV + 8 * st, C::KB);
+#pragma unroll
+				for (int c = 0; c < HD / 64; c++)
+					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, I.z, bV + 8 * st);
+			}
+		}
+		return;
+	}
+
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
+	const int rw0 = cw * 64 + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
+	const bool storer = (ct & 127) == 0;
+	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
+	uint32_t p[BK / 16][4];
+#pragma unroll
+	for (int i = 0; i < NO; i++)
+		o[i] = 0;
+
+	int i, k = 0, kb = 0;      /* kb = k % NQ */
+	bar_wait(bQ, 0);
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI) : "memory");
+	if (i < 0)
+		return;
+	int4 I = a.item[i], P = I;
+	int qr[2], pqr[2];
+	qr[0] = I.y * BQ + rw0;
+	qr[1] = qr[0] + 8;
+	walk w(a.ent, a.row[I.w], a.row[I.w + 1]);
+	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
+	uint32_t pph = 0;
+	bool nb = false;
+
+	/* the stream's first tile alone */
+	if (cw == 1)
+		named_arrive(1);
+	bar_wait(bK, 0);
+	pp_sync(cw);
+	wg_fence();
+	qk<T, HD>(s, sQ + cw * 64 * 128, sK);
+	wg_commit();
+	pp_arrive(cw);
+	wg_wait<0>();
+	pin<64>(s);
+	if (lane == 0)
+		bar_arrive(bEK);
+	mask_tile(s, a, w, qr, kq, I.y * BQ);
+	softmax(s, m, l, alpha, a.sl);
+	to_p<T>(p, s);
+	it = 1;
+	for (;;) {
+		/* the next tile of the stream: the item's, or the next item's first */
+		w.next();
+		nb = false;
+		if (!w.more()) {
+			k++;
+			kb = kb + 1 == C::NQ ? 0 : kb + 1;
+			bar_wait(bQ + 8 * kb, (k / C::NQ) & 1);
+			asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI + 4 * kb) : "memory");
+			if (i < 0) {
+				k--;
+				kb = kb == 0 ? C::NQ - 1 : kb - 1;
+				break;
+			}
+			P = I;
+			pqr[0] = qr[0];
+			pqr[1] = qr[1];
+			I = a.item[i];
+			qr[0] = I.y * BQ + rw0;
+			qr[1] = qr[0] + 8;
+			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
+			nb = true;
+		}
+		/* the store of the item before has read its Q buffer: give it back
+		 * before waiting on anything (the producer may need it for the
+		 * next Q) */
+		if (storer && pend >= 0) {
+			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+			bar_arrive(bQE + 8 * pend);
+			pend = -1;
+		}
+		const int st = it % S;
+		const uint32_t ph = (it / S) & 1;
+		bar_wait(bK + 8 * st, ph);
+		bar_wait(bV + 8 * pst, pph);
+		pin<NO>(o);
+		pin<BK / 16>(p);
+		pp_sync(cw);
+		wg_fence();
+		qk<T, HD>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
+		wg_commit();
+		pv<T, HD>(o, p, sV + pst * C::KB);
+		wg_commit();
+		pp_arrive(cw);
+		wg_wait<1>();
+		pin<64>(s);
+		if (lane == 0)
+			bar_arrive(bEK + 8 * st);
+		mask_tile(s, a, w, qr, kq, I.y * BQ);
+		if (nb) {
+			pm[0] = m[0];
+			pm[1] = m[1];
+			pl[0] = l[0];
+			pl[1] = l[1];
+			m[0] = m[1] = -INFINITY;
+			l[0] = l[1] = 0;
+		}
+		softmax(s, m, l, alpha, a.sl);
+		wg_wait<0>();
+		pin<NO>(o);
+		pin<BK / 16>(p);
+		if (lane == 0)
+			bar_arrive(bEV + 8 * pst);
+		if (nb) {
+			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
+			epilogue<T, HD>(o, pl, pm, P.x, P.y * BQ, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to, cw, ct,
+			    pqr, kq);
+			pend = pb;
+			alpha[0] = alpha[1] = 0;
+		}
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
+		to_p<T>(p, s);
+		pst = st;
+		pph = ph;
+		it++;
+	}
+	bar_wait(bV + 8 * pst, pph);
+	pin<NO>(o);
+	pin<BK / 16>(p);
+	pp_sync(cw);
+	wg_fence();
+	pv<T, HD>(o, p, sV + pst * C::KB);
+	wg_commit();
+	/* the last turn: nobody waits for warpgroup 2's */
+	if (cw == 0)
+		pp_arrive(cw);
+	wg_wait<0>();
+	pin<NO>(o);
+	epilogue<T, HD>(o, l, m, I.x, I.y * BQ, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct, qr, kq);
+	if (storer)
+		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+/* Rows with no tile: O = 0, LSE = -inf, a CTA an item. */
+template <typename T, int HD>
+__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq)
+{
+	const int4 I = item[blockIdx.x];
+	for (int x = threadIdx.x; x < BQ * HD / 8; x += blockDim.x) {
+		const int r = I.y * BQ + x / (HD / 8);
+		if (r < sq)
+			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + I.x) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
+	}
+	for (int r = threadIdx.x; r < BQ; r += blockDim.x)
+		if (I.y * BQ + r < sq)
+			lse[((int64_t)I.z * hq + I.x) * sq + I.y * BQ + r] = -INFINITY;
 }
 
 /* ---- host ------------------------------------------------------------------- */
@@ -535,6 +881,11 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 struct state {
 	struct attn_shape s;
 	int mheads, nqt;
+	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
+	int pers;                  /* fwdp: persistent CTAs over items */
+	int nitem, nempty, nsm;
+	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
+	unsigned *next, launches;  /* fwdp's item counter, never reset */
 	int32_t *row, *order, *bmi;
 	plan_ent *ent;
 	plan_cut *cut;
@@ -568,7 +919,43 @@ static void fini(void *st)
 	dev_free(f->cut);
 	dev_free(f->bmi);
 	dev_free(f->bm);
+	dev_free(f->item);
+	dev_free(f->empty);
+	dev_free(f->next);
 	free(f);
+}
+
+/* fwdp's items in the grid's order (batch, kv-head, q-tile heaviest
+ * first, q-head), the rows with no tile apart. */
+static int items(struct state *f, const struct plan *p, const int32_t *ord)
+{
+	const struct attn_shape *s = &f->s;
+	const int n = p->nqt, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
+	const int64_t tot = (int64_t)s->batch * s->hq * n;
+	int4 *it = (int4 *)calloc(tot ? tot : 1, sizeof *it), *em = (int4 *)calloc(tot ? tot : 1, sizeof *em);
+	int ni = 0, ne = 0, rc = KERN_ERR;
+
+	if (it != NULL && em != NULL) {
+		for (int b = 0; b < s->batch; b++)
+			for (int hk = 0; hk < s->hkv; hk++)
+				for (int qi = 0; qi < n; qi++)
+					for (int hh = 0; hh < group; hh++) {
+						const int h = hk * group + hh, qt = ord[qi], r = (h / mgroup) * n + qt;
+						if (p->row[r] < p->row[r + 1])
+							it[ni++] = make_int4(h, qt, b, r);
+						else
+							em[ne++] = make_int4(h, qt, b, r);
+					}
+		f->nitem = ni;
+		f->nempty = ne;
+		unsigned zero = 0;
+		if ((rc = upload((void **)&f->item, it, (size_t)ni * sizeof *it)) == KERN_OK &&
+		    (rc = upload((void **)&f->empty, em, (size_t)ne * sizeof *em)) == KERN_OK)
+			rc = upload((void **)&f->next, &zero, sizeof zero);
+	}
+	free(it);
+	free(em);
+	return rc;
 }
 
 /* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
@@ -620,6 +1007,43 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
+/* Which kernel, from the plan's mean tiles a row (hd 128; at hd 64 fwd
+ * alone, the others unmeasured or slower there): fwdp below STREAM_TILES
+ * (documents, hash_sparse, share_question, 1K-2K causal: a CTA's fill
+ * and drain weigh on rows of a few tiles), fwd in 2-CTA clusters from
+ * CL_TILES where the q-heads h and h + 1 share a kv-head and a mask head
+ * (half the K/V bytes from L2; on short rows the pairs' joint start
+ * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3").
+ * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
+enum { STREAM_TILES = 16, CL_TILES = 48 };
+
+static void choose(struct state *f, const struct plan *p)
+{
+	const struct attn_shape *s = &f->s;
+	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
+	const char *e = getenv("LONGATTN_HOPPER_FWD");
+	int64_t tiles = 0, rows = 0;
+
+	for (int r = 0; r < p->nrows; r++) {
+		for (int x = p->row[r]; x < p->row[r + 1]; x++)
+			tiles += p->ent[x].t1 - p->ent[x].t0;
+		rows += p->row[r] < p->row[r + 1];
+	}
+	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
+	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
+	if (e != NULL && strcmp(e, "grid") == 0) {
+		f->pers = 0;
+		f->cl = 1;
+	} else if (e != NULL && strcmp(e, "cluster") == 0) {
+		f->pers = 0;
+		f->cl = pairs ? 2 : 1;
+	} else if (e != NULL && strcmp(e, "stream") == 0) {
+		f->pers = 1;
+	}
+	if (f->pers)
+		f->cl = 1;             /* fwdp loads whole tiles */
+}
+
 static const int64_t *work_key;
 
 static int by_work(const void *x, const void *y)
@@ -632,7 +1056,12 @@ static int by_work(const void *x, const void *y)
 
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	return cudaFuncSetAttribute(fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	cudaError_t e = cudaFuncSetAttribute(fwd<T, HD, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+	return e;
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
@@ -651,6 +1080,12 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	f->s = *s;
 	f->mheads = m->heads;
+	{
+		int dev = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&f->nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			f->nsm = 132;
+	}
 	if (tmap_encoder() == NULL) {
 		snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
 		free(f);
@@ -669,6 +1104,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
+	choose(f, &p);
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
@@ -687,7 +1123,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
 		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)) ||
-		    (rc = bitmasks(f, &p)))
+		    (rc = bitmasks(f, &p)) ||
+		    (f->pers && (rc = items(f, &p, ord))))
 			;
 	}
 	free(ord);
@@ -710,8 +1147,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	cudaError_t e;
 
 	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
-	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
-	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK) ||
+	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
 		return KERN_ERR;
 	}
@@ -721,8 +1158,41 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
+	const int G = f->nitem < f->nsm ? f->nitem : f->nsm;
+	a.item = f->item;
+	a.nitem = f->nitem;
+	a.next = f->next;
+	/* each launch takes nitem + G values of the counter */
+	a.base = f->launches * (unsigned)(f->nitem + G);
 	dim3 grid(s->hq * f->nqt, 1, s->batch);
-	fwd<T, HD><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+	if (f->pers) {
+		if (f->nempty > 0)
+			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
+			    (int)s->sq, s->hq);
+		if (f->nitem > 0) {
+			fwdp<T, HD><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		}
+	} else if (f->cl == 1) {
+		fwd<T, HD, 1><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+	} else {
+		cudaLaunchConfig_t lc = {};
+		cudaLaunchAttribute at[1];
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = 2;
+		at[0].val.clusterDim.y = 1;
+		at[0].val.clusterDim.z = 1;
+		lc.gridDim = grid;
+		lc.blockDim = dim3(NT);
+		lc.dynamicSmemBytes = cfg<HD>::SMEM;
+		lc.stream = (cudaStream_t)io->stream;
+		lc.attrs = at;
+		lc.numAttrs = 1;
+		if ((e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2>, tq, tk, tv, to, a)) != cudaSuccess) {
+			warnx("hopper: fwd: %s", cudaGetErrorString(e));
+			return KERN_ERR;
+		}
+	}
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));
 		return KERN_ERR;
