@@ -760,6 +760,8 @@ int cp_hybrid_sched(const struct cp_job *job, int w, int ns, int U, int R, int W
 	int bwd = job->pass == PASS_BWD, own = U > 1, st, nring, rc = CP_OK;
 	struct hs z = { .s = s, .job = job, .U = U, .R = R, .W = W, .es = 2 };
 
+	s->ulysses = U;
+	s->ring = R;
 	if ((st = refuse(job, w, U, R, W, s->why, sizeof s->why)) != CP_OK)
 		return st;
 	z.Ro = R / W;

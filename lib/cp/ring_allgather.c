@@ -338,6 +338,8 @@ static int sched(const struct cp_job *job, int N, int ns, struct cp_sched *s)
 	double es = 2, b = sh->batch, d = sh->hd, c, nqg, nkg, nlg, nK;
 	int64_t qr[2][2], (*kr)[2];
 
+	s->ulysses = 1;
+	s->ring = N;
 	if ((st = refuse(job, N, s->why, sizeof s->why)) != CP_OK)
 		return st;
 	if (cps_init(s, N, ns, 1 + G, 1, N) < 0)
