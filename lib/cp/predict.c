@@ -826,7 +826,7 @@ static void pmeasure(struct probe *p, struct comm *c, int op, const char *scope,
 	if (lat < 0)
 		lat = 0;
 	if (comm_rank(p->env->world) == 0)
-		printf("%s\t%s\t%.2f\t%.2f\t%d\n", scope, name, bw / 1e9, lat * 1e6, g);
+		printf("%s\t%s\t%.2f\t%.2f\t%d\n", scope, name, bw / 1e9, lat * 1e6, c ? g : 1);
 }
 
 int pred_probe(const struct cp_env *env, const char *device)
