@@ -309,7 +309,9 @@ int main(int argc, char *argv[])
 		close_stdout();
 		return 0;
 	}
-	if (probe ? argc != 0 || po.cluster : po.cluster ? argc < 1 : argc != 1) {
+	if (probe && (argc != 0 || po.cluster))
+		errx(EXIT_BADINPUT, "--probe-links: takes no mask file and no --predict");
+	if (!probe && (po.cluster ? argc < 1 : argc != 1)) {
 		usage();
 		exit(EXIT_BADINPUT);
 	}
