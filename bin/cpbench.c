@@ -285,7 +285,7 @@ int main(int argc, char *argv[])
 		case 'n': iters = parse_int(optarg, "-n", 1, 1000000, 0); break;
 		case 'S': seed = (uint64_t)parse_int(optarg, "--seed", 0, INT64_MAX, 0); break;
 		case 'C': check = 1; break;
-		case 'v': verbose = 1; break;
+		case 'v': verbose++; break;
 		case 'l': list = 1; break;
 		case 'P': po.cluster = optarg; break;
 		case 'c': po.calibrate = optarg; break;

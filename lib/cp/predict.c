@@ -312,7 +312,8 @@ static void calibrate(const char *path, const char *kern, const struct ktile *kt
 	FILE *fp = fopen(path, "r");
 	char line[4096], *fl[64], emsg[160];
 	int col[NC], have = 0, cap = 0, nf;
-	double (*X)[NCOEF] = NULL, *y = NULL;
+	double (*X)[NCOEF] = NULL, *y = NULL, *eff = NULL;
+	char (*lab)[64] = NULL;
 	long ln = 0;
 
 	if (fp == NULL)
@@ -362,9 +363,13 @@ static void calibrate(const char *path, const char *kern, const struct ktile *kt
 			cap = cap ? 2 * cap : 32;
 			X = xrealloc(X, (size_t)cap * sizeof *X);
 			y = xrealloc(y, (size_t)cap * sizeof *y);
+			eff = xrealloc(eff, (size_t)cap * sizeof *eff);
+			lab = xrealloc(lab, (size_t)cap * sizeof *lab);
 		}
 		features(&w, m->heads, atof(fl[col[C_BATCH]]), atoi(fl[col[C_HQ]]), atoi(fl[col[C_HD]]),
 		         X[f->n]);
+		eff[f->n] = (double)m->area / ((w.full + w.part) * (bwd ? kt->bq * kt->bk : kt->fq * kt->fk));
+		snprintf(lab[f->n], sizeof lab[0], "%s %lld %sh", m->pattern, (long long)sq, fl[col[C_HQ]]);
 		y[f->n++] = ms;
 		if (f->device[0] == 0)
 			snprintf(f->device, sizeof f->device, "%s", fl[col[C_DEV]]);
@@ -392,8 +397,15 @@ static void calibrate(const char *path, const char *kern, const struct ktile *kt
 		        "row %.4g ns per tile-head-dim; fit error median %.1f%% max %.1f%%\n", kern,
 		        bwd ? "bwd" : "fwd", f->n, f->c[0], f->c[1] * 1e6, f->c[2] * 1e6, f->c[3] * 1e6,
 		        100 * f->err_med, 100 * f->err_max);
+	/* -v -v: the rows, their tile efficiency, measured and fitted */
+	for (int i = 0; verbose > 1 && i < f->n; i++)
+		fprintf(stderr, "cpbench: calibration %s %s: %-28s tile eff %.3f  %9.4f ms, fit %9.4f (%+.1f%%)\n",
+		        kern, bwd ? "bwd" : "fwd", lab[i], eff[i], y[i], model(f, X[i]),
+		        100 * (model(f, X[i]) / y[i] - 1));
 	free(X);
 	free(y);
+	free(eff);
+	free(lab);
 }
 
 /* ---- links ------------------------------------------------------------------- */
