@@ -4,8 +4,8 @@
 # labels by first appearance.  The label is the kernel, or for cpbench rows
 # strategy/world, with (UxR) added when both degrees exceed 1, so usp 4x1
 # and usp 2x2 stay apart, and * when cpbench --predict made the row (status
-# predicted: it counts as ok, apart from measured rows).  Portable awk
-# (mawk, gawk, busybox).
+# predicted, which counts as ok, or host predict: apart from measured
+# rows).  Portable awk (mawk, gawk, busybox).
 #
 # Output columns: mask pass seqlen label status n tflops ms_median mem_gib
 # heads_q heads_kv head_dim dtype batch device mixed
@@ -43,6 +43,7 @@ $1 == "tool" {
 		# optional: older streams and fixtures may lack them
 		Cul = ("ulysses" in c) ? c["ulysses"] : 0
 		Crg = ("ring" in c) ? c["ring"] : 0
+		Chost = ("host" in c) ? c["host"] : 0
 	} else if (NF != ncols)
 		die(FILENAME ": line " FNR ": a header of " NF " columns, the first had " ncols)
 	next
@@ -62,7 +63,7 @@ $1 == "tool" {
 	g = $Cmask SUBSEP $Cpass SUBSEP $Csl SUBSEP $Ckern SUBSEP $Ctool SUBSEP $Cworld
 	if (Cul && Crg)
 		g = g SUBSEP $Cul SUBSEP $Crg
-	if ((st = $Cst) == "predicted")
+	if ((st = $Cst) == "predicted" || (Chost && $Chost == "predict"))
 		g = g SUBSEP "*"
 	if ((gi = gid[g]) == "")
 		gi = newgroup(g)
@@ -98,7 +99,7 @@ function newgroup(g,    gi, t, ti, label, sl) {
 		if (Cul && Crg && $Cul > 1 && $Crg > 1)
 			label = label "(" $Cul "x" $Crg ")"
 	}
-	if ($Cst == "predicted")
+	if ($Cst == "predicted" || (Chost && $Chost == "predict"))
 		label = label "*"
 	t = $Cmask SUBSEP $Cpass
 	if (!(t in tab)) {

@@ -70,6 +70,7 @@ END {
 }' "$OT"
 if [ -n "$PD" ]; then
 	# one label per strategy: the rows as another tool's, so no /world
-	awk -F'\t' -v OFS='\t' 'NR > 1 { $1 = "predict" } { print }' "$OT" >"$M/plot.tsv"
+	awk -F'\t' -v OFS='\t' 'NR > 1 { $1 = "predict"; sub(/^[0-9]+x/, "Nx", $23)
+	    $23 = $23 ", 8K tokens a GPU" } { print }' "$OT" >"$M/plot.tsv"
 	"$B/summarize" -p "$PD" "$M/plot.tsv" >/dev/null
 fi

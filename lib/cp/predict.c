@@ -5,12 +5,14 @@
  *
  *   attention  a + (b hq/mh hd) (cF F + cP P + cR Rw) ms, F, P the full and
  *              partial tiles of the piece's plan for the kernel's tile
- *              shape, Rw its rows that visit a tile (q-tiles forward,
- *              k-tiles backward), hq the kernel's query heads, mh the mask
- *              heads; a, cF, cP, cR fitted to kbench rows of the kernel
- *              (least squares on relative error, none negative).  So
- *              TFLOP/s = FLOPs / time falls with tile efficiency
- *              (area / visited tile area) and with short rows, as measured.
+ *              shape, Rw its rows of tiles (q-tiles forward, q- and k-tiles
+ *              backward: every one costs a CTA or a pass over its rows,
+ *              allowed pairs or not), hq the kernel's query heads, mh the
+ *              mask heads; a, cF, cP, cR fitted to kbench rows of the
+ *              kernel (least squares on relative error, none negative).
+ *              So TFLOP/s = FLOPs / time falls with tile efficiency (area
+ *              / visited tile area) and with the empty rows of sparse
+ *              pieces, as measured.
  *   transfer   nops * latency + bytes / bandwidth, per scope (intra, inter
  *              node) and kind (p2p, all-to-all, all-gather); a collective
  *              that spans nodes moves all its bytes at the inter rate
@@ -123,11 +125,11 @@ static const struct ktile {
 };
 
 struct work {
-	double full, part, rows;     /* over the mask heads */
+	double full, part, rows;     /* over the mask heads; rows: tiles of the grid */
 };
 
-/* The plan of m for pass on kernel k: its tiles, and its rows that visit
- * one (k-tiles for bwd). */
+/* The plan of m for pass on kernel k: its full and partial tiles, and the
+ * rows of tiles the kernel walks. */
 static int work_of(const struct mask *m, const struct ktile *k, int bwd, struct work *w,
                    char *err, size_t n)
 {
@@ -141,21 +143,9 @@ static int work_of(const struct mask *m, const struct ktile *k, int bwd, struct 
 		return -1;
 	w->full = (double)p.ntiles_full;
 	w->part = (double)p.ntiles_partial;
-	if (!bwd) {
-		for (int32_t r = 0; r < p.nrows; r++)
-			w->rows += p.row[r + 1] > p.row[r];
-	} else {
-		unsigned char *seen = xcalloc((size_t)p.heads * p.nkt, 1);
-		for (int32_t r = 0; r < p.nrows; r++) {
-			int h = r / p.nqt;
-			for (int32_t e = p.row[r]; e < p.row[r + 1]; e++)
-				for (int32_t t = p.ent[e].t0; t < p.ent[e].t1; t++)
-					seen[(size_t)h * p.nkt + t] = 1;
-		}
-		for (size_t i = 0; i < (size_t)p.heads * p.nkt; i++)
-			w->rows += seen[i];
-		free(seen);
-	}
+	/* every q-tile's CTA writes its rows, visited or not; backward, the
+	 * k-tiles' CTAs and the passes over every query row (D, dQ) */
+	w->rows = (double)p.heads * (p.nqt + (bwd ? p.nkt : 0));
 	plan_free(&p);
 	return 0;
 }
@@ -482,7 +472,7 @@ struct sim {
 	const struct cp_sched *s;
 	const struct links *L;
 	const double *ta;            /* ms per attention piece */
-	int overlap;
+	int overlap, trace;
 	double *S, *E, *P2, *rdy, *gm, *st;
 };
 
@@ -589,6 +579,12 @@ static double simulate(struct sim *z)
 			z->E[r] = s0[r] > xe[r] ? s0[r] : xe[r];
 			if (p->join2 && z->P2[r] > z->E[r])
 				z->E[r] = z->P2[r];
+			if (z->trace)
+				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
+				        "mem %.4f x %.4f xs %.4f x2 %.4f end %.4f ms\n", r, k, z->S[r],
+				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
+				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
+				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2), z->E[r]);
 		}
 	}
 	for (int r = 0; r < w; r++)
@@ -712,7 +708,8 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 					snprintf(s.why, sizeof s.why, "no schedule for --predict");
 				if (status == CP_OK) {
 					double *ta = xcalloc(s.nattn + 1, sizeof *ta);
-					struct sim z = { .s = &s, .L = &L, .ta = ta, .overlap = kt->gpu };
+					struct sim z = { .s = &s, .L = &L, .ta = ta, .overlap = kt->gpu,
+					                 .trace = o->verbose > 2 };
 
 					for (int a = 0; a < s.nattn; a++) {
 						struct work w;
@@ -778,16 +775,18 @@ struct probe {
 	size_t n;
 };
 
-/* Slowest rank's time of one call (ms): median of iterations, each fenced. */
+/* Slowest rank's time of one call (ms): median of iterations, each fenced,
+ * each BATCH calls back to back: a pass enqueues its calls so, and one call
+ * timed alone from the host would count the host's launch and wait too
+ * (100 us and more on a GPU) as the link's latency. */
 static double ptime(struct probe *p, struct comm *c, int op, size_t bytes)
 {
-	enum { WARM = 2, IT = 7 };
+	enum { WARM = 2, IT = 7, BATCH = 8 };
 	double t[IT];
 	int g = c ? comm_size(c) : 1, me = c ? comm_rank(c) : 0;
 	void *stream = p->x.stream[0];
 
 	for (int it = 0; it < WARM + IT; it++) {
-		struct comm_req *q = NULL;
 		double v;
 		int bad = 0;
 
@@ -795,18 +794,21 @@ static double ptime(struct probe *p, struct comm *c, int op, size_t bytes)
 		if (comm_barrier(p->env->world) < 0)
 			comm_abort(p->env->world, "probe: barrier failed");
 		ops_tstart(&p->x);
-		if (c != NULL && op == OP_P2P)
-			bad = comm_isendrecv(c, p->sb, (me + 1) % g, p->rb, (me - 1 + g) % g, bytes,
-			                     CT_BYTE, stream, &q) < 0 || comm_wait(q, stream) < 0;
-		else if (c != NULL && op == OP_A2A)
-			bad = comm_alltoall(c, p->sb, p->rb, bytes / g, CT_BYTE, stream) < 0;
-		else if (c != NULL && op == OP_GATHER)
-			bad = comm_allgather(c, p->sb, p->rb, bytes / g, CT_BYTE, stream) < 0;
-		else if (c == NULL)
-			ops_copy(&p->x, p->rb, p->sb, bytes, 0);
+		for (int b = 0; b < BATCH && !bad; b++) {
+			struct comm_req *q = NULL;
+			if (c != NULL && op == OP_P2P)
+				bad = comm_isendrecv(c, p->sb, (me + 1) % g, p->rb, (me - 1 + g) % g, bytes,
+				                     CT_BYTE, stream, &q) < 0 || comm_wait(q, stream) < 0;
+			else if (c != NULL && op == OP_A2A)
+				bad = comm_alltoall(c, p->sb, p->rb, bytes / g, CT_BYTE, stream) < 0;
+			else if (c != NULL && op == OP_GATHER)
+				bad = comm_allgather(c, p->sb, p->rb, bytes / g, CT_BYTE, stream) < 0;
+			else if (c == NULL)
+				ops_copy(&p->x, p->rb, p->sb, bytes, 0);
+		}
 		if (bad)
 			comm_abort(p->env->world, "probe: a transfer failed");
-		v = ops_tstop(&p->x);
+		v = ops_tstop(&p->x) / BATCH;
 		if (p->env->backend == COMM_NCCL) {
 			ops_upload(&p->x, p->db, &v, sizeof v);
 			if (comm_allreduce(p->env->world, p->db, 1, CT_F64, "max", stream) < 0)
