@@ -94,7 +94,13 @@ struct cp_ops {
 	 * result. */
 	int (*run)(const struct cp_env *env, const struct cp_job *job, struct cp_result *res);
 	/* The schedule of run on world ranks, node_size a node: CP_OK, or
-	 * CP_UNSUPPORTED (what run would say) with s->why.  No GPU, no comm. */
+	 * CP_UNSUPPORTED (what run would say) with s->why.  No GPU, no comm.
+	 * NULL: --predict writes an unsupported row.  Build it with
+	 * cp_impl.h's cps_init, then per rank and step cps_at, cps_attn (the
+	 * piece, by the same ranges run gives cp_plan) and cps_xfer (bytes
+	 * counted at the sender; a stage that fetches from several ranks is
+	 * CPX_A2A with one group), from the same layout code run uses;
+	 * tests/unit/cp_sched.c checks that every pair is computed once. */
 	int (*sched)(const struct cp_job *job, int world, int node_size, struct cp_sched *s);
 };
 

@@ -457,9 +457,10 @@ static void links_read(const char *path, struct links *L)
 		sc = strcmp(f[0], "intra") == 0 ? CPX_INTRA : strcmp(f[0], "inter") == 0 ? CPX_INTER : -1;
 		for (op = 0; op < NOP && strcmp(f[1], opname[op]) != 0; op++)
 			;
-		if (sc < 0 || op == NOP)
+		if (sc >= 0 && op < NOP)
+			L->l[sc][op] = l;
+		else
 			errx(EXIT_BADINPUT, "--links: %s: line %ld: unknown link '%s %s'", path, ln, f[0], f[1]);
-		L->l[sc][op] = l;
 	}
 	if (ferror(fp))
 		err(EXIT_BADINPUT, "--links: %s", path);
