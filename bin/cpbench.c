@@ -311,6 +311,8 @@ int main(int argc, char *argv[])
 	}
 	if (probe && (argc != 0 || po.cluster))
 		errx(EXIT_BADINPUT, "--probe-links: takes no mask file and no --predict");
+	if (!po.cluster && (po.calibrate || po.links || po.intra || po.inter))
+		errx(EXIT_BADINPUT, "--calibrate, --links, --link-intra, --link-inter: only with --predict");
 	if (!probe && (po.cluster ? argc < 1 : argc != 1)) {
 		usage();
 		exit(EXIT_BADINPUT);

@@ -57,6 +57,7 @@ printf 'scope\top\tgbps\tusec\nintra\tp2p\tfast\t1\n' >"$T/links.tsv"
 bad cpbench-predict-links "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --links "$T/links.tsv" "$T/full.amask"
 bad cpbench-predict-mask "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" "$T/nosuch.amask"
 bad cpbench-probe-mask "" cpbench --probe-links "$T/full.amask"
+bad cpbench-calibrate-alone "" cpbench --calibrate "$T/kb.tsv" "$T/full.amask"
 
 # --probe-links alone: one rank, no link to measure but the local copy
 if [ "$(make -s -C "$TOP" config | sed -n 's/.*mpi=\([a-z]*\).*/\1/p')" = yes ]; then
