@@ -3,7 +3,9 @@
 # order the tables print: tables by first appearance, seqlen ascending,
 # labels by first appearance.  The label is the kernel, or for cpbench rows
 # strategy/world, with (UxR) added when both degrees exceed 1, so usp 4x1
-# and usp 2x2 stay apart.  Portable awk (mawk, gawk, busybox).
+# and usp 2x2 stay apart, and * when cpbench --predict made the row (status
+# predicted, which counts as ok, or host predict: apart from measured
+# rows).  Portable awk (mawk, gawk, busybox).
 #
 # Output columns: mask pass seqlen label status n tflops ms_median mem_gib
 # heads_q heads_kv head_dim dtype batch device mixed stack
@@ -46,6 +48,7 @@ $1 == "tool" {
 	Cul = ("ulysses" in c) ? c["ulysses"] : 0
 	Crg = ("ring" in c) ? c["ring"] : 0
 	Cstk = ("stack" in c) ? c["stack"] : 0
+	Chost = ("host" in c) ? c["host"] : 0
 	next
 }
 
@@ -63,6 +66,8 @@ $1 == "tool" {
 	g = $Cmask SUBSEP $Cpass SUBSEP $Csl SUBSEP $Ckern SUBSEP $Ctool SUBSEP $Cworld
 	if (Cul && Crg)
 		g = g SUBSEP $Cul SUBSEP $Crg
+	if ((st = $Cst) == "predicted" || (Chost && $Chost == "predict"))
+		g = g SUBSEP "*"
 	if ((gi = gid[g]) == "")
 		gi = newgroup(g)
 	# a group's other stacks, rare: one comparison per row otherwise
@@ -70,7 +75,7 @@ $1 == "tool" {
 		gseen[gi, $Cstk] = 1
 		gstk[gi] = gstk[gi] " " $Cstk
 	}
-	if ((st = $Cst) == "ok") {
+	if (st == "ok" || st == "predicted") {
 		nok[gi]++
 		v = $Ctf + 0
 		# kbench's own FLOP count, recomputed for precision where the
@@ -102,6 +107,8 @@ function newgroup(g,    gi, t, ti, label, sl) {
 		if (Cul && Crg && $Cul > 1 && $Crg > 1)
 			label = label "(" $Cul "x" $Crg ")"
 	}
+	if ($Cst == "predicted" || (Chost && $Chost == "predict"))
+		label = label "*"
 	t = $Cmask SUBSEP $Cpass
 	if (!(t in tab)) {
 		tab[t] = ++ntab

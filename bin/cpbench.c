@@ -15,6 +15,7 @@
 #include "cp/cp.h"
 #include "dev.h"
 #include "stack.h"
+#include "cp/predict.h"
 #include "topo.h"
 #include "tsv.h"
 #include "util.h"
@@ -28,6 +29,9 @@ static void usage(void)
 	    "               [-p fwd,bwd] [--ulysses U] [--ring R] [--node-size G]\n"
 	    "               [--backend nccl|mpi] [-k KERNEL] [-w WARMUP] [-n ITERS]\n"
 	    "               [--seed SEED] [--check] [-v] MASKFILE\n"
+	    "       cpbench --predict NODESxGPUS --calibrate KBENCH.TSV [--links FILE]\n"
+	    "               [--link-intra GBPS,USEC] [--link-inter GBPS,USEC] [options] MASKFILE...\n"
+	    "       cpbench --probe-links [--backend nccl|mpi] [--node-size G]\n"
 	    "       cpbench -l\n"
 	    "  -s, --strategy LIST   strategies (default: all; -l lists them)\n"
 	    "  -H, --heads HQ:HKV    query and key/value heads (default 64:8)\n"
@@ -45,6 +49,12 @@ static void usage(void)
 	    "      --seed SEED       random inputs' seed (default 1)\n"
 	    "      --check           compare with the fp64 single-device reference\n"
 	    "  -v, --verbose         say more on stderr (errors of --check)\n"
+	    "      --predict NxG     predicted rows for N nodes of G GPUs; no launcher\n"
+	    "      --calibrate FILE  kbench rows of the local kernel (--predict)\n"
+	    "      --links FILE      links as --probe-links measured them (--predict)\n"
+	    "      --link-intra B,L  GB/s and microseconds inside a node (default 300,10)\n"
+	    "      --link-inter B,L  ... between nodes (default 50,10: 400 Gb/s)\n"
+	    "      --probe-links     measure the links between the ranks; TSV for --links\n"
 	    "  -l, --list            list the strategies\n"
 	    "  -h, --help            this help\n"
 	    "      --version         the version, commit and build features\n");
@@ -213,6 +223,12 @@ int main(int argc, char *argv[])
 		{ "check", no_argument, NULL, 'C' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "predict", required_argument, NULL, 'P' },
+		{ "calibrate", required_argument, NULL, 'c' },
+		{ "links", required_argument, NULL, 'L' },
+		{ "link-intra", required_argument, NULL, 'I' },
+		{ "link-inter", required_argument, NULL, 'E' },
+		{ "probe-links", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 }
@@ -222,7 +238,8 @@ int main(int argc, char *argv[])
 	const char *kname = NULL;
 	int c, i, j, ns = 0, np, passes[2], hq = 64, hkv = 8, hd = 128, U = 0, R = 0, G = 0;
 	int dtype = DT_BF16, backend = -1, warmup = 2, iters = 5, check = 0, verbose = 0, list = 0;
-	int saved, exitcode = 0;
+	int saved, exitcode = 0, probe = 0;
+	struct pred_opts po = { 0 };
 	uint64_t seed = 1;
 	struct mask m;
 	struct boot b;
@@ -273,9 +290,15 @@ int main(int argc, char *argv[])
 		case 'n': iters = parse_int(optarg, "-n", 1, 1000000, 0); break;
 		case 'S': seed = (uint64_t)parse_int(optarg, "--seed", 0, INT64_MAX, 0); break;
 		case 'C': check = 1; break;
-		case 'v': verbose = 1; break;
+		case 'v': verbose++; break;
 		case 'l': list = 1; break;
 		case OPT_VERSION: print_version("cpbench");
+		case 'P': po.cluster = optarg; break;
+		case 'c': po.calibrate = optarg; break;
+		case 'L': po.links = optarg; break;
+		case 'I': po.intra = optarg; break;
+		case 'E': po.inter = optarg; break;
+		case 'X': probe = 1; break;
 		case 'h':
 			usage();
 			exit(0);
@@ -292,7 +315,11 @@ int main(int argc, char *argv[])
 		close_stdout();
 		return 0;
 	}
-	if (argc != 1) {
+	if (probe && (argc != 0 || po.cluster))
+		errx(EXIT_BADINPUT, "--probe-links: takes no mask file and no --predict");
+	if (!po.cluster && (po.calibrate || po.links || po.intra || po.inter))
+		errx(EXIT_BADINPUT, "--calibrate, --links, --link-intra, --link-inter: only with --predict");
+	if (!probe && (po.cluster ? argc < 1 : argc != 1)) {
 		usage();
 		exit(EXIT_BADINPUT);
 	}
@@ -328,6 +355,18 @@ int main(int argc, char *argv[])
 		}
 	}
 
+	if (po.cluster) {
+		po.kernel = kname;
+		po.strat = strat;
+		po.nstrat = ns;
+		po.passes = passes;
+		po.npass = np;
+		po.verbose = verbose;
+		po.job = (struct cp_job){ .ulysses = U, .ring = R,
+			.shape = { .batch = 1, .hq = hq, .hkv = hkv, .hd = hd, .dtype = dtype,
+			           .scale = 1.0 / sqrt((double)hd) } };
+		return pred_main(&po, argv, argc);
+	}
 #ifdef HAVE_NCCL
 	if (backend == -1)
 		backend = gpu_present() ? COMM_NCCL : COMM_MPI;
@@ -357,12 +396,12 @@ int main(int argc, char *argv[])
 		    kern->caps & KC_GPU ? "GPU" : "CPU", backend == COMM_NCCL ? "nccl" : "mpi",
 		    backend == COMM_NCCL ? "GPU" : "CPU");
 
-	if (mask_read(argv[0], &m, err, sizeof err) == -1)
+	if (!probe && mask_read(argv[0], &m, err, sizeof err) == -1)
 		errx(EXIT_BADINPUT, "%s", err);
-	if (m.sq != m.sk)
+	if (!probe && m.sq != m.sk)
 		errx(EXIT_BADINPUT, "%s: seqlen_q %lld != seqlen_k %lld: CP needs self-attention",
 		    argv[0], (long long)m.sq, (long long)m.sk);
-	if (hq % m.heads != 0)
+	if (!probe && hq % m.heads != 0)
 		errx(EXIT_BADINPUT, "%s: %d mask heads do not divide %d query heads", argv[0],
 		    m.heads, hq);
 
@@ -370,7 +409,7 @@ int main(int argc, char *argv[])
 	 * rank 0 does */
 	if (boot_init(&b, err, sizeof err) == -1)
 		errx(EXIT_BADINPUT, "%s", err);
-	{
+	if (!probe) {
 		uint64_t d = mask_digest(&m), *all = xcalloc(b.size, sizeof *all);
 
 		if (boot_allgather(&b, "mask", &d, all, sizeof d, err, sizeof err) == -1)
@@ -404,6 +443,14 @@ int main(int argc, char *argv[])
 
 	env = (struct cp_env){ .world = world, .boot = &b, .backend = backend, .kern = kern,
 	                       .node_size = G, .verbose = verbose };
+	if (probe) {
+		pred_probe(&env, device_name(backend));
+		comm_free(world);
+		boot_fini(&b);
+		if (b.rank == 0)
+			close_stdout();
+		return 0;
+	}
 	job = (struct cp_job){
 		.mask = &m,
 		.shape = { .sq = m.sq, .sk = m.sq, .batch = 1, .hq = hq, .hkv = hkv, .hd = hd,

@@ -34,7 +34,8 @@ static void num(FILE *fp, int show, const char *fmt, double v)
 
 void tsv_row(FILE *fp, const struct row *r)
 {
-	int ok = r->status != NULL && strcmp(r->status, "ok") == 0;
+	/* cpbench --predict's rows have numbers as measured ones do */
+	int ok = r->status != NULL && (strcmp(r->status, "ok") == 0 || strcmp(r->status, "predicted") == 0);
 
 	fputs(r->tool, fp);
 	field(fp, r->kernel);

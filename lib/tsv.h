@@ -1,6 +1,6 @@
 /* The result row every measuring tool writes (DESIGN.md "Result rows").
  * Header once, then one row per (tool, kernel/strategy, mask, shape, pass).
- * A row whose status is not "ok" has empty numbers. */
+ * A row whose status is not "ok" (or "predicted") has empty numbers. */
 #ifndef TSV_H
 #define TSV_H
 #include <stdint.h>
@@ -13,7 +13,7 @@ struct row {
 	int batch, hq, hkv, hd;
 	const char *dtype, *pass;     /* "bf16"/"fp16", "fwd"/"bwd" */
 	int world, ulysses, ring;     /* 0 = not applicable: printed empty */
-	const char *status;           /* ok oom unsupported wrong error */
+	const char *status;           /* ok oom unsupported wrong error predicted */
 	int iters;
 	double ms_median, ms_min, ms_max, tflops, mem_gib;
 	const char *device, *host, *commit;

@@ -540,32 +540,43 @@ static void hyb_fini(struct cp_run *r)
 	r->self = NULL;
 }
 
+/* The jobs the hybrid cannot run on w ranks: CP_OK, or CP_UNSUPPORTED with
+ * why.  run and sched both ask it. */
+static int refuse(const struct cp_job *job, int w, int U, int R, int W, char *why, size_t n)
+{
+	const struct attn_shape *s = &job->shape;
+	int64_t S = s->sq;
+
+	if (U < 1 || R < 1 || U * R != w)
+		snprintf(why, n, "ulysses %d x ring %d is not the world size %d", U, R, w);
+	else if (W < 1 || R % W)
+		snprintf(why, n, "window %d does not divide the ring %d", W, R);
+	else if (s->hq % U)
+		snprintf(why, n, "%d query heads do not split over ulysses %d", s->hq, U);
+	else if (s->hkv % U && U % s->hkv)
+		snprintf(why, n, "%d kv heads neither split over nor divide ulysses %d", s->hkv, U);
+	else if (R > 1 ? S % (2 * (int64_t)R * U) : S % U)
+		snprintf(why, n, "seqlen %lld is not a multiple of %lld",
+		         (long long)S, (long long)(R > 1 ? 2 * R * U : U));
+	else if (job->mask->heads > 1 && U > 1)
+		snprintf(why, n, "per-head masks with ulysses > 1");
+	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		snprintf(why, n, "shape and mask seqlens differ");
+	else
+		return CP_OK;
+	return CP_UNSUPPORTED;
+}
+
 int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_result *res,
               int U, int R, int W)
 {
-	const struct attn_shape *s = &job->shape;
 	struct hyb *h;
-	int64_t S = s->sq;
 
 	memset(res, 0, sizeof *res);
 	res->ulysses = U;
 	res->ring = R;
-	if (U < 1 || R < 1 || U * R != comm_size(env->world))
-		return cp_refuse(res, "ulysses %d x ring %d is not the world size %d",
-		                 U, R, comm_size(env->world));
-	if (W < 1 || R % W)
-		return cp_refuse(res, "window %d does not divide the ring %d", W, R);
-	if (s->hq % U)
-		return cp_refuse(res, "%d query heads do not split over ulysses %d", s->hq, U);
-	if (s->hkv % U && U % s->hkv)
-		return cp_refuse(res, "%d kv heads neither split over nor divide ulysses %d", s->hkv, U);
-	if (R > 1 ? S % (2 * (int64_t)R * U) : S % U)
-		return cp_refuse(res, "seqlen %lld is not a multiple of %lld",
-		                 (long long)S, (long long)(R > 1 ? 2 * R * U : U));
-	if (job->mask->heads > 1 && U > 1)
-		return cp_refuse(res, "per-head masks with ulysses > 1");
-	if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
-		return cp_refuse(res, "shape and mask seqlens differ");
+	if (refuse(job, comm_size(env->world), U, R, W, res->why, sizeof res->why) != CP_OK)
+		return res->status = CP_UNSUPPORTED;
 
 	h = xcalloc(1, sizeof *h);
 	h->W = W;
@@ -573,4 +584,233 @@ int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_resu
 	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = U, .R = R,
 	                                  .self = h, .setup = hyb_setup, .fwd = hyb_fwd,
 	                                  .bwd = hyb_bwd, .fini = hyb_fini });
+}
+
+/* ---- the schedule (cpbench --predict): the steps above, in their order ---- */
+
+struct hs {
+	struct cp_sched *s;
+	const struct cp_job *job;
+	int U, R, W, Ro, *ai;
+	double es, b, c, d, nql, nkl, nll, nqs;
+	int hql, hkl, repl;
+};
+
+/* Ulysses rank u of ring member m. */
+static int hrank(const struct hs *z, int m, int u)
+{
+	return m * z->U + u;
+}
+
+/* One all-to-all of rank me's Ulysses group: blk bytes to each other member. */
+static void hs_a2a(const struct hs *z, struct cp_xfer *x, int me, double blk)
+{
+	int j = me / z->U;
+
+	for (int i = 0; i < z->U; i++)
+		if (hrank(z, j, i) != me)
+			cps_xfer(z->s, x, CPX_A2A, me, hrank(z, j, i), blk);
+	x->group = j;
+	x->nops++;
+}
+
+/* A ring send of bytes from member j to member to (receiving from member
+ * from), Ulysses rank u. */
+static void hs_p2p(const struct hs *z, struct cp_xfer *x, int u, int j, int to, int from, double bytes)
+{
+	cps_xfer(z->s, x, CPX_P2P, hrank(z, j, u), hrank(z, to, u), bytes);
+	x->to = hrank(z, to, u);
+	x->from = hrank(z, from, u);
+	x->nops++;
+}
+
+/* The piece of member j's queries x member src's keys (setup's kst[src]):
+ * its index, -1 when empty (no kernel runs), -2 on failure. */
+static int hs_attn(struct hs *z, int j, int src)
+{
+	int *a = &z->ai[j * z->R + src];
+
+	if (*a == -3) {
+		int64_t qr[2][2], kr[2][2];
+		int nq = cp_member(z->job->shape.sq, z->R, j, qr);
+		int nk = cp_member(z->job->shape.sq, z->R, src, kr);
+
+		*a = cps_attn(z->s, z->job->mask, qr, nq, kr, nk, z->hql, z->hkl);
+		if (*a < 0)
+			*a = -2;
+		else if (z->s->attn[*a].m.area == 0)
+			*a = -1;
+	}
+	return *a;
+}
+
+/* a2a_in of nt tensors of H heads per token, Hl per rank after. */
+static void hs_in(const struct hs *z, struct cp_step *p, int me, int Hl, int nt)
+{
+	double blk = z->b * z->c * Hl * z->d * z->es;
+
+	for (int t = 0; t < nt; t++) {
+		hs_a2a(z, &p->xs, me, blk);
+		p->mem += 2 * blk * z->U * (z->b > 1 ? 2 : 1);
+		p->nmem += z->U * (z->b > 1 ? 2 : 1);
+	}
+}
+
+/* a2a_out of head shards back: nt tensors (kv: the K|V pair). */
+static void hs_out(const struct hs *z, struct cp_step *p, int me, int Hl, int nt, int kv)
+{
+	double blk = z->b * z->c * Hl * z->d * z->es, ns = z->b * z->c * z->job->shape.hkv * z->d;
+
+	if (z->b == 1 && nt > 1 && !(kv && z->repl)) {
+		for (int t = 0; t < nt; t++)
+			hs_out(z, p, me, Hl, 1, kv);
+		return;
+	}
+	hs_a2a(z, &p->xs, me, nt * blk);
+	if (z->b > 1 || nt > 1) {
+		p->mem += 2 * nt * blk * z->U;
+		p->nmem += nt * z->U;
+	}
+	if (kv && z->repl) {
+		p->mem += nt * ns * 4 + nt * blk * z->U / z->es * (z->es + 8) + nt * ns * (4 + z->es);
+		p->nmem += 2 + nt * z->U;
+	} else {
+		p->mem += 2 * nt * blk * z->U;
+		p->nmem += nt * z->U;
+	}
+}
+
+static int hs_ring(struct hs *z, int me, int k0)
+{
+	struct cp_sched *s = z->s;
+	int j = me / z->U, u = me % z->U, W = z->W, Ro = z->Ro, wo = j / W, wi = j % W;
+	int bwd = z->job->pass == PASS_BWD, k = k0;
+	int in = wo * W + (wi + 1) % W, ip = wo * W + (wi - 1 + W) % W;
+	int on = (wo + 1) % Ro * W + wi, op = (wo - 1 + Ro) % Ro * W + wi;
+	double es = z->es, nql = z->nql, nll = z->nll, kv = 2 * z->nkl * es, n2 = 2 * z->nkl;
+
+	if (z->R == 1) {
+		struct cp_step *p = cps_at(s, me, k++);
+		if ((p->attn = hs_attn(z, j, 0)) == -2)
+			return -1;
+		if (p->attn < 0) {
+			p->mem = bwd ? nql * es + n2 * es : nql * es + nll * 4;
+			p->nmem = 2;
+		}
+		return k;
+	}
+	for (int t = 0; t < Ro; t++) {
+		for (int sx = 0; sx < W; sx++) {
+			struct cp_step *p = cps_at(s, me, k++);
+			/* src_of */
+			int src = (wo - t + Ro) % Ro * W + (wi - sx + W) % W;
+
+			if ((p->attn = hs_attn(z, j, src)) == -2)
+				return -1;
+			if (t == 0 && sx == 0) {
+				p->mem += bwd ? nql * 4 : nql * 4 + nll * 4;
+				p->nmem += bwd ? 1 : 2;
+			}
+			if (bwd && sx == 0) {
+				p->mem += n2 * 4;
+				p->nmem++;
+			}
+			if (p->attn >= 0) {
+				p->mem += bwd ? nql * (es + 8) + n2 * (es + 8) : nql * (8 + es) + nll * 16;
+				p->nmem += bwd ? 2 : 1;
+			}
+			if (sx < W - 1)
+				hs_p2p(z, &p->x, u, j, in, ip, kv);
+			if (bwd && sx > 0)
+				hs_p2p(z, &p->x, u, j, in, ip, n2 * 4);
+			if (sx == 0 && t < Ro - 1)
+				hs_p2p(z, &p->x2, u, j, on, op, kv);
+			if (bwd && sx == 0 && t > 0)
+				hs_p2p(z, &p->x2, u, j, on, op, n2 * 4);
+			p->join2 = sx == W - 1 && Ro > 1 && !(bwd && W > 1);
+			if (bwd && W == 1 && Ro > 1) {
+				p->mem += t == 0 ? n2 * 8 : n2 * 12;
+				p->nmem++;
+			}
+		}
+		if (bwd && W > 1) {
+			/* the last step's dK/dV, waited after the inner ring */
+			struct cp_step *p = cps_at(s, me, k++);
+			hs_p2p(z, &p->xs, u, j, in, ip, n2 * 4);
+			p->join2 = Ro > 1;
+			if (Ro > 1) {
+				p->mem = t == 0 ? n2 * 8 : n2 * 12;
+				p->nmem = 1;
+			}
+		}
+	}
+	{
+		struct cp_step *p = cps_at(s, me, k++);
+		if (bwd && Ro > 1)
+			hs_p2p(z, &p->xs, u, j, on, op, n2 * 4);
+		p->mem = bwd ? n2 * (4 + es) + nql * (4 + es) : nql * (4 + es) + nll * 8;
+		p->nmem = 2;
+	}
+	return k;
+}
+
+int cp_hybrid_sched(const struct cp_job *job, int w, int ns, int U, int R, int W, struct cp_sched *s)
+{
+	const struct attn_shape *sh = &job->shape;
+	int bwd = job->pass == PASS_BWD, own = U > 1, st, nring, rc = CP_OK;
+	struct hs z = { .s = s, .job = job, .U = U, .R = R, .W = W, .es = 2 };
+
+	s->ulysses = U;
+	s->ring = R;
+	if ((st = refuse(job, w, U, R, W, s->why, sizeof s->why)) != CP_OK)
+		return st;
+	z.Ro = R / W;
+	z.b = sh->batch;
+	z.d = sh->hd;
+	z.c = (double)(sh->sq / ((int64_t)R * U));
+	z.hql = sh->hq / U;
+	z.repl = sh->hkv < U;
+	z.hkl = z.repl ? 1 : sh->hkv / U;
+	z.nql = z.b * z.c * U * z.hql * z.d;
+	z.nkl = z.b * z.c * U * z.hkl * z.d;
+	z.nll = z.b * z.hql * z.c * U;
+	z.nqs = z.b * z.c * sh->hq * z.d;
+	nring = R == 1 ? 1 : bwd ? z.Ro * (W + (W > 1)) + 1 : z.Ro * W + 1;
+	if (cps_init(s, w, ns, nring + 2 * own, U, R) < 0)
+		return CP_ERROR;
+	z.ai = xmalloc((size_t)R * R * sizeof *z.ai);
+	for (int i = 0; i < R * R; i++)
+		z.ai[i] = -3;
+	for (int me = 0; me < w && rc == CP_OK; me++) {
+		int k = 0;
+
+		if (own) {
+			struct cp_step *p = cps_at(s, me, k++);
+			if (bwd) {
+				hs_in(&z, p, me, z.hql, 1);
+			} else {
+				hs_in(&z, p, me, z.hql, 1);
+				hs_in(&z, p, me, z.hkl, 2);
+			}
+		}
+		if ((k = hs_ring(&z, me, k)) < 0) {
+			rc = CP_ERROR;
+			break;
+		}
+		if (own) {
+			struct cp_step *p = cps_at(s, me, k++);
+			hs_out(&z, p, me, z.hql, 1, 0);
+			if (bwd) {
+				hs_out(&z, p, me, z.hkl, 2, 1);
+			} else {
+				/* lse_out: floats, packed and unpacked */
+				double blk = z.b * z.hql * z.c * 4;
+				hs_a2a(&z, &p->xs, me, blk);
+				p->mem += 4 * blk * U;
+				p->nmem += 2 * U;
+			}
+		}
+	}
+	free(z.ai);
+	return rc;
 }

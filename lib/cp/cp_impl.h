@@ -53,6 +53,11 @@ int cp_drive(struct cp_run *r);
 int cp_hybrid(const struct cp_env *env, const struct cp_job *job, struct cp_result *res,
               int U, int R, int W);
 
+/* Its schedule (cpbench --predict): CP_OK, CP_UNSUPPORTED (as cp_hybrid
+ * would refuse) or CP_ERROR, with s->why. */
+int cp_hybrid_sched(const struct cp_job *job, int world, int node_size, int U, int R, int W,
+                    struct cp_sched *s);
+
 /* The global token ranges of a rank in the layout above, adjacent ones
  * merged: 1 or 2 ranges.  cp_member gives those of ring member j. */
 int cp_ranges(int64_t S, int R, int U, int rank, int64_t rg[2][2]);
@@ -86,5 +91,16 @@ struct attn_shape cp_local_shape(const struct cp_run *r, int64_t sq, int64_t sk,
  * either way. */
 int cp_plan(struct cp_run *r, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
             const struct attn_shape *ls, struct mask *piece, void **kst);
+
+/* Building a schedule (lib/cp/predict.c).  cps_init: world x nsteps empty
+ * steps; the degrees go in s.  cps_at: rank's step k.  cps_attn: a local
+ * attention piece (cp_piece of the job's mask), its index, or -1 with
+ * s->why.  cps_xfer: count bytes from rank me to rank peer (intra or inter
+ * by node_size) in x. */
+int  cps_init(struct cp_sched *s, int world, int node_size, int nsteps, int U, int R);
+struct cp_step *cps_at(struct cp_sched *s, int rank, int k);
+int  cps_attn(struct cp_sched *s, const struct mask *m, int64_t qr[][2], int nq,
+              int64_t kr[][2], int nk, int hq, int hkv);
+void cps_xfer(const struct cp_sched *s, struct cp_xfer *x, int how, int me, int peer, double bytes);
 
 #endif

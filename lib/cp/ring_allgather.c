@@ -291,26 +291,133 @@ static void rag_fini(struct cp_run *r)
 	r->self = NULL;
 }
 
-static int run(const struct cp_env *env, const struct cp_job *job, struct cp_result *res)
+/* What run refuses on N ranks: CP_OK or CP_UNSUPPORTED with why. */
+static int refuse(const struct cp_job *job, int N, char *why, size_t n)
 {
 	const struct attn_shape *s = &job->shape;
+
+	if (N > 1 && s->sq % (2 * (int64_t)N))
+		snprintf(why, n, "seqlen %lld is not a multiple of %d", (long long)s->sq, 2 * N);
+	else if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
+		snprintf(why, n, "shape and mask seqlens differ");
+	else
+		return CP_OK;
+	return CP_UNSUPPORTED;
+}
+
+static int groups(const struct cp_job *job)
+{
+	return job->shape.hkv % 2 == 0 && job->mask->heads == 1 ? 2 : 1;
+}
+
+static int run(const struct cp_env *env, const struct cp_job *job, struct cp_result *res)
+{
 	int N = comm_size(env->world);
 	struct rag *a;
 
 	memset(res, 0, sizeof *res);
 	res->ulysses = 1;
 	res->ring = N;
-	if (N > 1 && s->sq % (2 * (int64_t)N))
-		return cp_refuse(res, "seqlen %lld is not a multiple of %d", (long long)s->sq, 2 * N);
-	if (s->sq != s->sk || s->sq != job->mask->sq || s->sk != job->mask->sk)
-		return cp_refuse(res, "shape and mask seqlens differ");
+	if (refuse(job, N, res->why, sizeof res->why) != CP_OK)
+		return res->status = CP_UNSUPPORTED;
 	a = xcalloc(1, sizeof *a);
-	a->G = s->hkv % 2 == 0 && job->mask->heads == 1 ? 2 : 1;
+	a->G = groups(job);
 	return cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = 1, .R = N,
 	                                  .self = a, .setup = rag_setup, .fwd = rag_fwd,
 	                                  .bwd = rag_bwd, .fini = rag_fini });
 }
 
+/* The schedule of rag_fwd and rag_bwd: the gather of group 0 alone, then
+ * a step per group, the next group's gather under it; backward, each
+ * group's reduce-scatter after its attention.  Collective bytes are what
+ * a rank sends in NCCL's ring algorithm, (N-1) blocks. */
+static int sched(const struct cp_job *job, int N, int ns, struct cp_sched *s)
+{
+	const struct attn_shape *sh = &job->shape;
+	int G = groups(job), bwd = job->pass == PASS_BWD, st, ai, nk = 0;
+	double es = 2, b = sh->batch, d = sh->hd, c, nqg, nkg, nlg, nK;
+	int64_t qr[2][2], (*kr)[2];
+
+	s->ulysses = 1;
+	s->ring = N;
+	if ((st = refuse(job, N, s->why, sizeof s->why)) != CP_OK)
+		return st;
+	if (cps_init(s, N, ns, 1 + G, 1, N) < 0)
+		return CP_ERROR;
+	c = (double)(sh->sq / N);
+	nqg = b * c * (sh->hq / G) * d;
+	nkg = b * c * (sh->hkv / G) * d;
+	nlg = b * (sh->hq / G) * c;
+	nK = nkg * N;
+	kr = xcalloc(2 * (size_t)N, sizeof *kr);
+	for (int me = 0; me < N; me++) {
+		int nq = cp_member(sh->sq, N, me, qr);
+
+		/* rag_setup's ranges: own queries x every rank's keys in rank order */
+		nk = 0;
+		for (int i = 0; i < N; i++) {
+			int64_t g[2][2];
+			int n = cp_member(sh->sq, N, i, g);
+			for (int j = 0; j < n; j++) {
+				if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
+					kr[nk - 1][1] = g[j][1];
+				} else {
+					kr[nk][0] = g[j][0];
+					kr[nk][1] = g[j][1];
+					nk++;
+				}
+			}
+		}
+		if ((ai = cps_attn(s, job->mask, qr, nq, kr, nk, sh->hq / G, sh->hkv / G)) < 0) {
+			free(kr);
+			return CP_ERROR;
+		}
+		if (s->attn[ai].m.area == 0)
+			ai = -1;
+		for (int k = 0; k <= G; k++) {
+			struct cp_step *p = cps_at(s, me, k);
+			struct cp_xfer *x = k == 0 ? &p->xs : &p->x;
+
+			if (k < G) {
+				/* group k's gather: K and V, packed first (G > 1) */
+				for (int i = 0; i < N; i++)
+					if (i != me)
+						cps_xfer(s, x, CPX_GATHER, me, i, 2 * nkg * es);
+				x->nops = 2;
+				p->mem += G > 1 ? 4 * nkg * es : 0;
+				p->nmem += G > 1 ? 2 : 0;
+			}
+			if (k == 0)
+				continue;
+			p->attn = ai;
+			if (b > 1) {
+				p->mem += 4 * nK * es;
+				p->nmem += 2 * N;
+			}
+			if (ai < 0) {
+				p->mem += bwd ? nqg * es + 2 * nK * es : nqg * es + nlg * 4;
+				p->nmem += 2;
+			}
+			if (G > 1) {
+				p->mem += bwd ? 8 * nqg * es + 2 * nlg * 4 : 4 * nqg * es + 2 * nlg * 4;
+				p->nmem += bwd ? 5 : 3;
+			}
+			if (!bwd)
+				continue;
+			/* fp32 blocks by owner, the reduce-scatter, the cast */
+			p->mem += 2 * nK * 4 + 2 * nK * (es + 8) + 2 * nkg * (4 + es) + (G > 1 ? 4 * nkg * es : 0);
+			p->nmem += 1 + 2 * N + 1 + (G > 1 ? 2 : 0);
+			for (int i = 0; i < N; i++)
+				if (i != me)
+					cps_xfer(s, &p->xs, CPX_RSCATTER, me, i, 2 * nkg * 4);
+			p->xs.nops = 1;
+		}
+	}
+	free(kr);
+	return CP_OK;
+}
+
 const struct cp_ops cp_ring_allgather = {
-	"ring_allgather", "all-gather K/V in head groups, local attention, reduce-scatter dK/dV", run
+	"ring_allgather", "all-gather K/V in head groups, local attention, reduce-scatter dK/dV", run,
+	sched
 };

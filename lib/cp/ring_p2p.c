@@ -11,6 +11,11 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 	return cp_hybrid(env, job, res, 1, w, w);
 }
 
+static int sched(const struct cp_job *job, int w, int ns, struct cp_sched *s)
+{
+	return cp_hybrid_sched(job, w, ns, 1, w, w, s);
+}
+
 const struct cp_ops cp_ring_p2p = {
-	"ring_p2p", "ring attention, zigzag layout, K/V passed rank to rank with overlap", run
+	"ring_p2p", "ring attention, zigzag layout, K/V passed rank to rank with overlap", run, sched
 };

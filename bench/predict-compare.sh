@@ -1,0 +1,27 @@
+#!/bin/sh
+# predict-compare.sh MEASURED.tsv PREDICTED.tsv: cpbench rows measured
+# against cpbench --predict rows of the same (strategy, mask, seqlen,
+# pass, world, degrees): one line each with both times and the error of
+# the prediction (predicted/measured - 1), then the median and worst
+# absolute error on standard error.  Rows with no partner are left out.
+[ $# -eq 2 ] || { echo "usage: predict-compare.sh MEASURED.tsv PREDICTED.tsv" >&2; exit 2; }
+awk -F'\t' -v OFS='\t' '
+$1 == "tool" { for (i = 1; i <= NF; i++) c[$i] = i; next }
+function key() { return $c["kernel"] SUBSEP $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"] SUBSEP $c["world"] SUBSEP $c["ulysses"] SUBSEP $c["ring"] }
+FNR == NR { if ($c["status"] == "ok") { k = key(); if (!(k in m)) order[++n] = k; m[k] = $c["ms_median"]; dev[k] = $c["device"] } next }
+$c["status"] == "predicted" { p[key()] = $c["ms_median"] }
+END {
+	print "strategy", "mask", "seqlen", "pass", "world", "ulysses", "ring", "measured_ms", "predicted_ms", "error_pct", "device"
+	for (i = 1; i <= n; i++) {
+		k = order[i]
+		if (!(k in p)) continue
+		split(k, f, SUBSEP)
+		e = (p[k] / m[k] - 1) * 100
+		print f[1], f[2], f[3], f[4], f[5], f[6], f[7], m[k], p[k], sprintf("%+.1f", e), dev[k]
+		a[++na] = e < 0 ? -e : e
+	}
+	for (i = 2; i <= na; i++) { x = a[i]; for (j = i; j > 1 && a[j - 1] > x; j--) a[j] = a[j - 1]; a[j] = x }
+	if (na)
+		printf "predict-compare: %d rows, median |error| %.1f%%, worst %.1f%%\n", na,
+		    na % 2 ? a[(na + 1) / 2] : (a[na / 2] + a[na / 2 + 1]) / 2, a[na] > "/dev/stderr"
+}' "$1" "$2"

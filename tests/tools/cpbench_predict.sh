@@ -1,0 +1,75 @@
+#!/bin/sh
+# cpbench --predict and --probe-links on one host: predicted rows from a
+# real (tiny) kbench -k cpu calibration, their degrees and marks in
+# summarize, the time model's directions (a slower link, a denser mask),
+# and bad input.
+. "$(dirname "$0")/../lib.sh"
+
+if [ ! -x "$TOP/bin/cpbench" ] || ! command -v maskgen >/dev/null || ! command -v kbench >/dev/null; then
+	fail cpbench-predict-built "bin/cpbench, kbench or maskgen missing (make)"; finish
+fi
+for m in full causal causal_document; do
+	maskgen -p $m -n 512 -s 3 -o "$T/$m.amask" || fail cpbench-predict-mask "maskgen $m"
+done
+maskgen -p full -n 768 -o "$T/full768.amask" || fail cpbench-predict-mask "maskgen full 768"
+sh="-H 4:2 -D 16"
+# shellcheck disable=SC2086
+LONGATTN_THREADS=1 kbench -k cpu $sh -w 0 -n 1 "$T"/*.amask >"$T/kb.tsv" 2>"$T/kb.err" ||
+    fail cpbench-predict-kbench "$(cat "$T/kb.err")"
+
+# shellcheck disable=SC2086
+cpbench --predict 2x2 --calibrate "$T/kb.tsv" $sh "$T/causal_document.amask" "$T/full.amask" \
+    >"$T/p.tsv" 2>"$T/p.err"
+check cpbench-predict-exit test $? -eq 0
+check cpbench-predict-rows test "$(awk -F'\t' 'NR > 1 && $16 == "predicted" && $13 == 4 && $18 > 0' "$T/p.tsv" | wc -l)" -eq 20
+check cpbench-predict-degrees test "$(awk -F'\t' '$3 == "full" && $12 == "fwd" { printf "%s=%sx%s ", $2, $14, $15 }' "$T/p.tsv")" = \
+    "ulysses=4x1 ring_p2p=1x4 ring_allgather=1x4 usp=2x2 loongtrain=1x4 "
+check cpbench-predict-device test "$(awk -F'\t' 'NR == 2 { print $23 "|" $24 }' "$T/p.tsv")" = "2x2 $(awk -F'\t' 'NR == 2 { print $23 }' "$T/kb.tsv")|predict"
+check cpbench-predict-summarize sh -c "summarize '$T/p.tsv' | grep -q 'ulysses/4\\*  ring_p2p/4\\*'"
+# a denser mask takes longer; a slower link between nodes slows Ulysses across them
+f=$(awk -F'\t' '$2 == "ulysses" && $3 == "full" && $12 == "bwd" { print $18 }' "$T/p.tsv")
+d=$(awk -F'\t' '$2 == "ulysses" && $3 == "causal_document" && $12 == "bwd" { print $18 }' "$T/p.tsv")
+check cpbench-predict-denser awk "BEGIN { exit !($f > $d) }"
+# shellcheck disable=SC2086
+cpbench --predict 2x2 --calibrate "$T/kb.tsv" $sh -s ulysses -p bwd --link-inter 0.01,1000 \
+    "$T/full.amask" >"$T/slow.tsv" 2>/dev/null
+s=$(awk -F'\t' 'NR > 1 { print $18 }' "$T/slow.tsv")
+check cpbench-predict-slow-link awk "BEGIN { exit !($s > $f + 1) }"
+# one node: the same ranks, no slow link in the way
+# shellcheck disable=SC2086
+cpbench --predict 1x4 --calibrate "$T/kb.tsv" $sh -s ulysses -p bwd --link-inter 0.01,1000 \
+    "$T/full.amask" >"$T/one.tsv" 2>/dev/null
+o=$(awk -F'\t' 'NR > 1 { print $18 }' "$T/one.tsv")
+check cpbench-predict-one-node awk "BEGIN { exit !($o < $s) }"
+# 3 ranks: Ulysses cannot split 4 heads, the row says so
+# shellcheck disable=SC2086
+cpbench --predict 1x3 --calibrate "$T/kb.tsv" $sh -s ulysses,ring_p2p -p fwd "$T/full768.amask" \
+    >"$T/three.tsv" 2>/dev/null
+check cpbench-predict-unsupported test "$(cut -f2,16 "$T/three.tsv" | tr '\t\n' ' ')" = \
+    "kernel status ulysses unsupported ring_p2p predicted "
+
+bad cpbench-predict-cluster "" cpbench --predict 2y2 --calibrate "$T/kb.tsv" "$T/full.amask"
+bad cpbench-predict-nocal "" cpbench --predict 2x2 "$T/full.amask"
+bad cpbench-predict-calfile "" cpbench --predict 2x2 --calibrate "$T/nosuch.tsv" "$T/full.amask"
+bad cpbench-predict-kernel "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" -k hopper "$T/full.amask"
+bad cpbench-predict-link "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --link-intra 300 "$T/full.amask"
+printf 'scope\top\tgbps\tusec\nintra\tp2p\tfast\t1\n' >"$T/links.tsv"
+bad cpbench-predict-links "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --links "$T/links.tsv" "$T/full.amask"
+bad cpbench-predict-mask "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" "$T/nosuch.amask"
+bad cpbench-probe-mask "" cpbench --probe-links "$T/full.amask"
+bad cpbench-calibrate-alone "" cpbench --calibrate "$T/kb.tsv" "$T/full.amask"
+
+# --probe-links alone: one rank, no link to measure but the local copy
+if [ "$(make -s -C "$TOP" config | sed -n 's/.*mpi=\([a-z]*\).*/\1/p')" = yes ]; then
+	cpbench --backend mpi --probe-links >"$T/links.tsv" 2>"$T/probe.err"
+	check cpbench-probe-exit test $? -eq 0
+	check cpbench-probe-rows test "$(grep -v '^#' "$T/links.tsv" | cut -f1,2 | tr '\t\n' ' ')" = "scope op local copy "
+	# and --predict reads it
+	# shellcheck disable=SC2086
+	cpbench --predict 2x2 --calibrate "$T/kb.tsv" --links "$T/links.tsv" $sh -s ring_p2p "$T/full.amask" \
+	    >"$T/pl.tsv" 2>&1
+	check cpbench-predict-links-file test "$(awk -F'\t' 'NR > 1 && $16 == "predicted"' "$T/pl.tsv" | wc -l)" -eq 2
+else
+	skip cpbench-probe "no MPI in this build"
+fi
+finish
