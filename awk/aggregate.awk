@@ -24,25 +24,25 @@ function die(msg) {
 	exit 2
 }
 
+# Every header maps the columns anew: streams of several tool versions
+# (with and without the newer columns, e.g. sent_bytes) read together.
 $1 == "tool" {
-	if (ncols == 0) {
-		for (i = 1; i <= NF; i++)
-			c[$i] = i
-		for (i = 1; i <= nneed; i++)
-			if (!(need[i] in c))
-				die(FILENAME ": line " FNR ": header lacks column " need[i])
-		ncols = NF
-		# scalars: an array lookup per field and row is most of the time
-		Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
-		Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
-		Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
-		Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
-		Cdev = c["device"]
-		# optional: older streams and fixtures may lack them
-		Cul = ("ulysses" in c) ? c["ulysses"] : 0
-		Crg = ("ring" in c) ? c["ring"] : 0
-	} else if (NF != ncols)
-		die(FILENAME ": line " FNR ": a header of " NF " columns, the first had " ncols)
+	split("", c)
+	for (i = 1; i <= NF; i++)
+		c[$i] = i
+	for (i = 1; i <= nneed; i++)
+		if (!(need[i] in c))
+			die(FILENAME ": line " FNR ": header lacks column " need[i])
+	ncols = NF
+	# scalars: an array lookup per field and row is most of the time
+	Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
+	Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
+	Chd = c["head_dim"]; Cdt = c["dtype"]; Cpass = c["pass"]; Cworld = c["world"]
+	Cst = c["status"]; Cms = c["ms_median"]; Ctf = c["tflops"]; Cmem = c["mem_gib"]
+	Cdev = c["device"]
+	# optional: older streams and fixtures may lack them
+	Cul = ("ulysses" in c) ? c["ulysses"] : 0
+	Crg = ("ring" in c) ? c["ring"] : 0
 	next
 }
 

@@ -181,6 +181,7 @@ static int bench(const struct cp_env *env, const struct cp_ops *st, const struct
 		.mem_gib = res.mem_bytes / (1024.0 * 1024 * 1024),
 		.device = device_name(env->backend), .host = b->host,
 		.commit = build_commit(), .seed = job->seed,
+		.comm = 1, .sent_bytes = res.sent_bytes, .imbalance = res.imbalance,
 	};
 	if (res.ms_median > 0)
 		row.tflops = tsv_flops(row.area, s->hq, s->hd, s->batch, job->pass == PASS_BWD) /

@@ -6,7 +6,8 @@ const char *const tsv_columns[] = {
 	"tool", "kernel", "mask", "seqlen_q", "seqlen_k", "area", "batch",
 	"heads_q", "heads_kv", "head_dim", "dtype", "pass", "world", "ulysses",
 	"ring", "status", "iters", "ms_median", "ms_min", "ms_max", "tflops",
-	"mem_gib", "device", "host", "commit", "seed", NULL
+	"mem_gib", "device", "host", "commit", "seed", "sent_bytes", "imbalance",
+	NULL
 };
 
 void tsv_header(FILE *fp)
@@ -56,7 +57,10 @@ void tsv_row(FILE *fp, const struct row *r)
 	field(fp, r->device);
 	field(fp, r->host);
 	field(fp, r->commit);
-	fprintf(fp, "\t%llu\n", (unsigned long long)r->seed);
+	fprintf(fp, "\t%llu", (unsigned long long)r->seed);
+	num(fp, ok && r->comm, "%.0f", r->sent_bytes);
+	num(fp, ok && r->comm && r->imbalance > 0, "%.4f", r->imbalance);
+	fputc('\n', fp);
 }
 
 double tsv_flops(double area, int hq, int hd, int batch, int bwd)

@@ -18,6 +18,9 @@ struct row {
 	double ms_median, ms_min, ms_max, tflops, mem_gib;
 	const char *device, *host, *commit;
 	uint64_t seed;
+	int comm;                     /* 1: a CP row, the two below are printed */
+	double sent_bytes;            /* payload bytes sent per rank in one pass, max over ranks */
+	double imbalance;             /* per-rank allowed area (x q heads) max/mean; 0 = empty */
 };
 
 extern const char *const tsv_columns[];   /* NULL-terminated */

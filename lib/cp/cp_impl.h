@@ -29,6 +29,11 @@ struct cp_run {
 	int b, hq, hkv, d;
 	int64_t S, c;
 	int U, R;
+	/* Another layout than the one above: rank's token ranges in shard
+	 * order, at most nrg of them (c tokens in all); NULL for cp_ranges. */
+	int (*layout)(const struct cp_run *r, int rank, int64_t (*rg)[2]);
+	int nrg;
+	double work;                 /* set by setup: allowed pairs x q heads this rank computes */
 	void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 	float *lse;
 	char why[160];               /* a failure on this rank; first one wins */
