@@ -1,0 +1,1232 @@
+/* balanced: the sequence in chunks, the chunks dealt to ranks by the work
+ * their rows do under the mask at hand (not by their tokens), only the key
+ * blocks each rank's rows read moved (inside a node first), and every row
+ * computed once, in stages that start as their keys arrive, so that no
+ * partial output is ever merged.  The plan (cp_impl.h) is a pure function
+ * of the mask, the world, the node size and the shape.
+ *
+ * Work is counted as the kernel sees it: tiles of T x T visited (a partial
+ * tile costs what a full one does) plus ROWCOST per row of tiles (loading
+ * Q, the epilogue), so a diagonal or a short document is not credited with
+ * half a tile.  Chunks go to nodes and then to ranks by longest work first,
+ * ties (within TOL of the lightest) to the bin whose chunks read or are
+ * read by the chunk most, then swaps while the heaviest bin gets lighter.
+ * The number of chunks per rank is the smallest that balances within 1% of
+ * the best tried.
+ *
+ * Streams: 0 computes; the comm layer's side stream carries the exchanges
+ * of the world communicator, which comm_wait orders before the stages that
+ * read them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cp_impl.h"
+#include "plan.h"
+#include "util.h"
+
+enum {
+	MAXPER = 64,         /* chunks per rank tried: 1, 2, 4 ... */
+	MAXCHUNK = 1024,     /* chunks in all */
+	MAXMSG = 3,          /* messages a step's blocks are cut into, about */
+	MAXRUN = 6,          /* stages of a pass, about */
+};
+#define ROWCOST 0.5      /* a row of tiles' fixed cost, in tiles */
+#define TOL 0.02         /* of the mean bin load: ties for affinity */
+#define RUNMIN 16        /* a stage carries at least 1/RUNMIN of the rank's work */
+
+/* ---- bitsets of tiles ------------------------------------------------------ */
+
+static int bget(const uint64_t *b, int64_t i)
+{
+	return b[i >> 6] >> (i & 63) & 1;
+}
+
+static void bset(uint64_t *b, int64_t i)
+{
+	b[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+
+/* Set bits of b in [lo, hi). */
+static int bcount(const uint64_t *b, int64_t lo, int64_t hi)
+{
+	int n = 0;
+
+	while (lo < hi && (lo & 63))
+		n += bget(b, lo++);
+	for (; lo + 64 <= hi; lo += 64)
+		n += __builtin_popcountll(b[lo >> 6]);
+	while (lo < hi)
+		n += bget(b, lo++);
+	return n;
+}
+
+/* ---- the plan -------------------------------------------------------------- */
+
+struct pctx {
+	const struct mask *m;
+	int W, G;
+	int64_t S, T, nt;     /* tokens, tile, tiles */
+	int nw;               /* words of a bitset of nt */
+	double *tcost;        /* [nt] work of row of tiles qt */
+	uint64_t *need;       /* [nt][nw] key tiles that row reads (any mask head) */
+	/* one candidate chunking */
+	int per, n;
+	int64_t C, bpc;       /* chunk tokens, tiles per chunk */
+	double *ccost;        /* [n] */
+	int *tr;              /* [n][n] key tiles of chunk j that chunk i's rows read */
+	int *owner;           /* [n] */
+};
+
+int cp_bpeer(const struct cp_bplan *p, int r, int s, int to)
+{
+	int G = p->node_size, N = p->world / G, nd = r / G, l = r % G, u, t;
+
+	/* Steps 0 .. G-2 shift inside the node; then, node shift u = 1 ..
+	 * N-1, local shifts t = 0 .. G-1.  Sending to (nd+u, l+t) and
+	 * receiving from (nd-u, l-t) pairs every sender with its receiver
+	 * at the same step. */
+	if (s < G - 1) {
+		u = 0;
+		t = s + 1;
+	} else {
+		u = 1 + (s - (G - 1)) / G;
+		t = (s - (G - 1)) % G;
+	}
+	if (to)
+		return (nd + u) % N * G + (l + t) % G;
+	return (nd - u + N) % N * G + (l - t + G) % G;
+}
+
+static int tiles(struct pctx *x, char *err, size_t errlen)
+{
+	struct plan pl;
+
+	if (plan_build(&pl, x->m, (int)x->T, (int)x->T, err, errlen) != 0)
+		return -1;
+	x->tcost = xcalloc(x->nt, sizeof *x->tcost);
+	x->need = xcalloc((size_t)x->nt * x->nw, sizeof *x->need);
+	for (int32_t rr = 0; rr < pl.nrows; rr++) {
+		int64_t qt = rr % pl.nqt;
+		uint64_t *nd = x->need + qt * x->nw;
+
+		if (pl.row[rr + 1] > pl.row[rr])
+			x->tcost[qt] += ROWCOST;
+		for (int32_t e = pl.row[rr]; e < pl.row[rr + 1]; e++) {
+			const struct plan_ent *en = &pl.ent[e];
+			x->tcost[qt] += en->ncut ? 1 : en->t1 - en->t0;
+			for (int32_t t = en->t0; t < en->t1; t++)
+				bset(nd, t);
+		}
+	}
+	plan_free(&pl);
+	return 0;
+}
+
+static void chunking(struct pctx *x, int per)
+{
+	uint64_t *cn;
+
+	x->per = per;
+	x->n = x->W * per;
+	x->C = x->S / x->n;
+	x->bpc = x->C / x->T;
+	x->ccost = xcalloc(x->n, sizeof *x->ccost);
+	x->tr = xcalloc((size_t)x->n * x->n, sizeof *x->tr);
+	x->owner = xcalloc(x->n, sizeof *x->owner);
+	cn = xcalloc(x->nw, sizeof *cn);
+	for (int i = 0; i < x->n; i++) {
+		memset(cn, 0, x->nw * sizeof *cn);
+		for (int64_t qt = i * x->bpc; qt < (i + 1) * x->bpc; qt++) {
+			x->ccost[i] += x->tcost[qt];
+			for (int w = 0; w < x->nw; w++)
+				cn[w] |= x->need[qt * x->nw + w];
+		}
+		for (int j = 0; j < x->n; j++)
+			x->tr[(size_t)i * x->n + j] = bcount(cn, j * x->bpc, (j + 1) * x->bpc);
+	}
+	free(cn);
+}
+
+static void unchunk(struct pctx *x)
+{
+	free(x->ccost);
+	free(x->tr);
+	free(x->owner);
+	x->ccost = NULL;
+	x->tr = NULL;
+	x->owner = NULL;
+}
+
+static const double *bycost_c;
+
+static int bycost(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b;
+
+	if (bycost_c[i] != bycost_c[j])
+		return bycost_c[i] > bycost_c[j] ? -1 : 1;
+	return i - j;
+}
+
+/* Chunks it[0..ni) into nb bins of cap chunks each; bin[k] gets the bin
+ * of it[k]. */
+static void deal(const struct pctx *x, const int *it, int ni, int nb, int cap, int *bin)
+{
+	int *ord = xmalloc(ni * sizeof *ord), *cnt = xcalloc(nb, sizeof *cnt);
+	double *load = xcalloc(nb, sizeof *load), *aff = xcalloc((size_t)ni * nb, sizeof *aff);
+	double tot = 0;
+	int n = x->n;
+
+	for (int k = 0; k < ni; k++) {
+		ord[k] = k;
+		tot += x->ccost[it[k]];
+	}
+	/* qsort's comparison sees positions; costs by position */
+	{
+		double *c = xmalloc(ni * sizeof *c);
+		for (int k = 0; k < ni; k++)
+			c[k] = x->ccost[it[k]];
+		bycost_c = c;
+		qsort(ord, ni, sizeof *ord, bycost);
+		free(c);
+	}
+	for (int o = 0; o < ni; o++) {
+		int k = ord[o], best = -1;
+		double lo = INFINITY;
+
+		for (int b = 0; b < nb; b++)
+			if (cnt[b] < cap && load[b] < lo)
+				lo = load[b];
+		for (int b = 0; b < nb; b++) {
+			if (cnt[b] >= cap || load[b] > lo + TOL * tot / nb)
+				continue;
+			if (best < 0 || aff[(size_t)k * nb + b] > aff[(size_t)k * nb + best] ||
+			    (aff[(size_t)k * nb + b] == aff[(size_t)k * nb + best] && load[b] < load[best]))
+				best = b;
+		}
+		bin[k] = best;
+		cnt[best]++;
+		load[best] += x->ccost[it[k]];
+		for (int j = 0; j < ni; j++)
+			aff[(size_t)j * nb + best] += x->tr[(size_t)it[j] * n + it[k]] +
+			                              x->tr[(size_t)it[k] * n + it[j]];
+	}
+	/* Swaps that make the heaviest bin lighter without another passing it */
+	for (int iter = 0; iter < 8 * ni; iter++) {
+		int hb = 0, bi = -1, bj = -1;
+		double bestmax;
+
+		for (int b = 1; b < nb; b++)
+			if (load[b] > load[hb])
+				hb = b;
+		bestmax = load[hb] * (1 - 1e-9);
+		for (int i = 0; i < ni; i++) {
+			if (bin[i] != hb)
+				continue;
+			for (int j = 0; j < ni; j++) {
+				double ci = x->ccost[it[i]], cj = x->ccost[it[j]], a, b;
+				if (bin[j] == hb || ci <= cj)
+					continue;
+				a = load[hb] - ci + cj;
+				b = load[bin[j]] - cj + ci;
+				if ((a > b ? a : b) < bestmax) {
+					bestmax = a > b ? a : b;
+					bi = i;
+					bj = j;
+				}
+			}
+		}
+		if (bi < 0)
+			break;
+		load[hb] += x->ccost[it[bj]] - x->ccost[it[bi]];
+		load[bin[bj]] += x->ccost[it[bi]] - x->ccost[it[bj]];
+		bin[bi] = bin[bj];
+		bin[bj] = hb;
+	}
+	free(ord);
+	free(cnt);
+	free(load);
+	free(aff);
+}
+
+/* Owners of the chunks: nodes first (most traffic stays inside one), then
+ * the ranks of each node.  Returns the cost max/mean over ranks. */
+static double assign(struct pctx *x)
+{
+	int N = x->W / x->G, n = x->n, *it = xmalloc(n * sizeof *it), *bin = xmalloc(n * sizeof *bin);
+	int *node = xmalloc(n * sizeof *node);
+	double *load = xcalloc(x->W, sizeof *load), mx = 0, tot = 0;
+
+	for (int i = 0; i < n; i++)
+		it[i] = i;
+	if (N > 1)
+		deal(x, it, n, N, x->G * x->per, node);
+	else
+		memset(node, 0, n * sizeof *node);
+	for (int nd = 0; nd < N; nd++) {
+		int ni = 0;
+		for (int i = 0; i < n; i++)
+			if (node[i] == nd)
+				it[ni++] = i;
+		deal(x, it, ni, x->G, x->per, bin);
+		for (int k = 0; k < ni; k++)
+			x->owner[it[k]] = nd * x->G + bin[k];
+	}
+	for (int i = 0; i < n; i++) {
+		load[x->owner[i]] += x->ccost[i];
+		tot += x->ccost[i];
+	}
+	for (int r = 0; r < x->W; r++)
+		if (load[r] > mx)
+			mx = load[r];
+	free(it);
+	free(bin);
+	free(node);
+	free(load);
+	return tot > 0 ? mx / (tot / x->W) : 1;
+}
+
+/* ---- per rank: messages, shard order, stages -------------------------------- */
+
+struct run {
+	int64_t t0, t1;      /* shard tiles */
+	int ready;           /* messages needed, -1: none */
+	double work;
+};
+
+static int byready(const void *a, const void *b)
+{
+	const struct run *x = a, *y = b;
+
+	if (x->ready != y->ready)
+		return x->ready - y->ready;
+	return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* Runs of equal readiness over the shard's tiles, small ones merged into a
+ * neighbour (the one whose merge delays the least work). */
+static int runs(const int *ready, const double *work, int64_t nt, struct run **out)
+{
+	struct run *v = xcalloc(nt, sizeof *v);
+	int n = 0;
+	double tot = 0;
+
+	for (int64_t t = 0; t < nt; t++) {
+		tot += work[t];
+		if (n > 0 && v[n - 1].ready == ready[t]) {
+			v[n - 1].t1 = t + 1;
+			v[n - 1].work += work[t];
+			continue;
+		}
+		v[n++] = (struct run){ t, t + 1, ready[t], work[t] };
+	}
+	while (n > 1) {
+		int k = 0, o;
+		double dl, dr;
+
+		for (int i = 1; i < n; i++)
+			if (v[i].work < v[k].work)
+				k = i;
+		if (v[k].work >= tot / RUNMIN && n <= MAXRUN)
+			break;
+		/* Merging k with o delays the earlier one's work */
+		dl = k > 0 ? (v[k - 1].ready < v[k].ready ? v[k - 1].work :
+		              v[k - 1].ready > v[k].ready ? v[k].work : 0) : INFINITY;
+		dr = k < n - 1 ? (v[k + 1].ready < v[k].ready ? v[k + 1].work :
+		                  v[k + 1].ready > v[k].ready ? v[k].work : 0) : INFINITY;
+		o = dl <= dr ? k - 1 : k + 1;
+		if (o < k) {
+			int t = o;
+			o = k;
+			k = t;
+		}
+		/* k < o, adjacent: o into k */
+		v[k].t1 = v[o].t1;
+		v[k].ready = v[k].ready > v[o].ready ? v[k].ready : v[o].ready;
+		v[k].work += v[o].work;
+		memmove(&v[o], &v[o + 1], (n - o - 1) * sizeof *v);
+		n--;
+	}
+	*out = v;
+	return n;
+}
+
+static struct cp_bstage stage_of(const struct cp_bplan *p, const struct cp_brank *rk,
+                                 const struct run *u)
+{
+	struct cp_bstage st;
+	int64_t c = p->per * p->C;
+
+	st.q0 = u->t0 * p->T;
+	st.q1 = u->t1 * p->T;
+	st.wait = u->ready + 1;
+	st.kv = c + (u->ready >= 0 ? (rk->msg[u->ready].b0 + rk->msg[u->ready].nb) * p->T : 0);
+	st.work = u->work;
+	return st;
+}
+
+/* The stages of rank rk from each shard tile's readiness: forward, the
+ * local-only runs (by position) and then the rest (by readiness);
+ * backward, the local-only work split in halves around the rest. */
+static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *ready,
+                   const double *work, int64_t nt)
+{
+	struct run *v, *l, *rm;
+	int n = runs(ready, work, nt, &v), nl = 0, nr = 0, k;
+	double tl = 0, acc = 0;
+
+	qsort(v, n, sizeof *v, byready);
+	rk->fwd = xcalloc(n, sizeof *rk->fwd);
+	rk->bwd = xcalloc(n + 1, sizeof *rk->bwd);
+	for (int i = 0; i < n; i++)
+		rk->fwd[i] = stage_of(p, rk, &v[i]);
+	rk->nfwd = n;
+	l = v;
+	while (nl < n && v[nl].ready < 0)
+		tl += v[nl++].work;
+	rm = v + nl;
+	nr = n - nl;
+	if (nl == 0 || nr == 0 || tl <= 0) {
+		memcpy(rk->bwd, rk->fwd, n * sizeof *rk->bwd);
+		rk->nbwd = n;
+		rk->bret = n;
+		free(v);
+		return;
+	}
+	/* The local-only runs before the half of their work, then the rest
+	 * (one run split at the tile nearest the half) */
+	rk->nbwd = 0;
+	for (k = 0; k < nl && acc + l[k].work <= tl / 2; k++) {
+		acc += l[k].work;
+		rk->bwd[rk->nbwd++] = stage_of(p, rk, &l[k]);
+	}
+	if (k < nl) {
+		struct run a = l[k], b = l[k];
+		int64_t t = a.t0;
+		double w = acc;
+		/* the tile boundary nearest the half */
+		while (t < a.t1 && fabs(w + work[t] - tl / 2) < fabs(w - tl / 2))
+			w += work[t++];
+		if (t > a.t0 && t < a.t1) {
+			a.t1 = t;
+			a.work = w - acc;
+			b.t0 = t;
+			b.work = l[k].work - a.work;
+			rk->bwd[rk->nbwd++] = stage_of(p, rk, &a);
+			l[k] = b;
+		} else if (t == a.t1) {
+			rk->bwd[rk->nbwd++] = stage_of(p, rk, &a);
+			k++;
+		}
+	}
+	for (int i = 0; i < nr; i++)
+		rk->bwd[rk->nbwd++] = stage_of(p, rk, &rm[i]);
+	rk->bret = rk->nbwd;
+	for (; k < nl; k++)
+		rk->bwd[rk->nbwd++] = stage_of(p, rk, &l[k]);
+	free(v);
+}
+
+/* Rank order of positions: pos[i] of chunk i in its owner's shard. */
+static int *sort_key_chunk;
+static int bykey(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b;
+
+	if (sort_key_chunk[i] != sort_key_chunk[j])
+		return sort_key_chunk[i] - sort_key_chunk[j];
+	return i - j;
+}
+
+static int64_t *sort_blk_pos;
+static int byblkpos(const void *a, const void *b)
+{
+	int64_t x = sort_blk_pos[*(const int64_t *)a], y = sort_blk_pos[*(const int64_t *)b];
+
+	return x < y ? -1 : x > y;
+}
+
+static void ranks(struct pctx *x, struct cp_bplan *p)
+{
+	int W = x->W, n = x->n, nstep = W - 1;
+	int64_t nt = x->nt, bpc = x->bpc;
+	int *stepof = xmalloc((size_t)W * sizeof *stepof);
+	int *last = xmalloc(nt * sizeof *last), *msgof = xmalloc(nt * sizeof *msgof);
+	int **ready = xcalloc(W, sizeof *ready), *key = xmalloc(n * sizeof *key);
+	int *pos = xmalloc(n * sizeof *pos);
+	uint64_t *X = xmalloc(x->nw * sizeof *X), *placed = xmalloc(x->nw * sizeof *placed);
+	int64_t *cur = xmalloc(nt * sizeof *cur), *tpos = xmalloc(nt * sizeof *tpos);
+	int64_t **mblk = xcalloc(W, sizeof *mblk);
+
+	for (int r = 0; r < W; r++) {
+		struct cp_brank *rk = &p->rank[r];
+		int nc = 0, cap = 4, nb = 0;
+
+		rk->chunk = xmalloc(x->per * sizeof *rk->chunk);
+		for (int i = 0; i < n; i++)
+			if (x->owner[i] == r) {
+				rk->chunk[nc++] = i;
+				rk->work += x->ccost[i];
+			}
+		for (int s = 0; s < nstep; s++)
+			stepof[cp_bpeer(p, r, s, 0)] = s;
+		stepof[r] = -1;
+		/* The last step each row of tiles waits for */
+		for (int c = 0; c < nc; c++)
+			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
+				const uint64_t *nd = x->need + qt * x->nw;
+				last[qt] = -1;
+				for (int64_t t = 0; t < nt; t++)
+					if (bget(nd, t) && x->owner[t / bpc] != r && stepof[x->owner[t / bpc]] > last[qt])
+						last[qt] = stepof[x->owner[t / bpc]];
+			}
+		/* Messages: per step, the blocks the rows finishing at that step
+		 * read, fewest first, cut into about MAXMSG messages */
+		rk->msg = xcalloc(cap, sizeof *rk->msg);
+		mblk[r] = xmalloc(nt * sizeof *mblk[r]);
+		for (int64_t t = 0; t < nt; t++)
+			msgof[t] = -1;
+		for (int s = 0; s < nstep; s++) {
+			int from = cp_bpeer(p, r, s, 0), nx = 0, ncur = 0, nrow = 0, thr;
+			int64_t *rows = cur;
+			int64_t *blk = xmalloc(nt * sizeof *blk);
+
+			memset(X, 0, x->nw * sizeof *X);
+			memset(placed, 0, x->nw * sizeof *placed);
+			for (int c = 0; c < nc; c++)
+				for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
+					for (int w = 0; w < x->nw; w++)
+						X[w] |= x->need[qt * x->nw + w];
+			for (int64_t t = 0; t < nt; t++)
+				if (bget(X, t) && x->owner[t / bpc] != from)
+					X[t >> 6] &= ~((uint64_t)1 << (t & 63));
+			nx = bcount(X, 0, nt);
+			if (nx == 0) {
+				free(blk);
+				continue;
+			}
+			thr = (nx + MAXMSG - 1) / MAXMSG;
+			for (int c = 0; c < nc; c++)
+				for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
+					if (last[qt] == s)
+						rows[nrow++] = qt;
+			/* fewest of this step's blocks first (insertion sort: few rows) */
+			for (int i = 1; i < nrow; i++) {
+				int64_t q = rows[i];
+				int cq = 0, j = i;
+				for (int64_t t = 0; t < nt; t++)
+					cq += bget(X, t) && bget(x->need + q * x->nw, t);
+				while (j > 0) {
+					int cp = 0;
+					for (int64_t t = 0; t < nt; t++)
+						cp += bget(X, t) && bget(x->need + rows[j - 1] * x->nw, t);
+					if (cp < cq || (cp == cq && rows[j - 1] < q))
+						break;
+					rows[j] = rows[j - 1];
+					j--;
+				}
+				rows[j] = q;
+			}
+			for (int i = 0; i <= nrow; i++) {
+				for (int64_t t = 0; t < nt; t++) {
+					int want = i < nrow ? bget(x->need + rows[i] * x->nw, t) : 1;
+					if (want && bget(X, t) && !bget(placed, t)) {
+						bset(placed, t);
+						blk[ncur++] = t;
+					}
+				}
+				if (ncur >= thr || (i == nrow && ncur > 0)) {
+					if (rk->nmsg == cap)
+						rk->msg = xrealloc(rk->msg, (cap *= 2) * sizeof *rk->msg);
+					rk->msg[rk->nmsg] = (struct cp_bmsg){ s, from, nb, ncur };
+					for (int j = 0; j < ncur; j++) {
+						mblk[r][nb + j] = blk[j];
+						msgof[blk[j]] = rk->nmsg;
+					}
+					nb += ncur;
+					rk->nmsg++;
+					ncur = 0;
+				}
+			}
+			free(blk);
+		}
+		rk->nblk = nb;
+		/* Each row of tiles: ready after its last message */
+		ready[r] = xmalloc(nt * sizeof *ready[r]);
+		for (int c = 0; c < nc; c++)
+			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
+				const uint64_t *nd = x->need + qt * x->nw;
+				ready[r][qt] = -1;
+				for (int64_t t = 0; t < nt; t++)
+					if (bget(nd, t) && x->owner[t / bpc] != r && msgof[t] > ready[r][qt])
+						ready[r][qt] = msgof[t];
+			}
+		/* Shard order: chunks by the latest of their rows' readiness */
+		for (int c = 0; c < nc; c++) {
+			int mx = -1;
+			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
+				if (ready[r][qt] > mx)
+					mx = ready[r][qt];
+			key[rk->chunk[c]] = mx;
+		}
+		sort_key_chunk = key;
+		qsort(rk->chunk, nc, sizeof *rk->chunk, bykey);
+		for (int c = 0; c < nc; c++)
+			pos[rk->chunk[c]] = c;
+	}
+	/* Blocks inside a message in the sender's shard order, so that both
+	 * ends cut the same runs; then the stages */
+	for (int64_t t = 0; t < nt; t++)
+		tpos[t] = pos[t / bpc] * bpc + t % bpc;
+	sort_blk_pos = tpos;
+	for (int r = 0; r < W; r++) {
+		struct cp_brank *rk = &p->rank[r];
+		int *rd = xmalloc(x->per * bpc * sizeof *rd);
+		double *wk = xmalloc(x->per * bpc * sizeof *wk);
+
+		for (int i = 0; i < rk->nmsg; i++)
+			qsort(mblk[r] + rk->msg[i].b0, rk->msg[i].nb, sizeof *mblk[r], byblkpos);
+		rk->blk = xmalloc((rk->nblk ? rk->nblk : 1) * sizeof *rk->blk);
+		memcpy(rk->blk, mblk[r], rk->nblk * sizeof *rk->blk);
+		for (int c = 0; c < x->per; c++)
+			for (int64_t i = 0; i < bpc; i++) {
+				rd[c * bpc + i] = ready[r][rk->chunk[c] * bpc + i];
+				wk[c * bpc + i] = x->tcost[rk->chunk[c] * bpc + i];
+			}
+		stages(p, rk, rd, wk, x->per * bpc);
+		free(rd);
+		free(wk);
+		for (int i = 0; i < rk->nmsg; i++)
+			p->rank[rk->msg[i].peer].sendblk += rk->msg[i].nb;
+	}
+	for (int r = 0; r < W; r++) {
+		free(ready[r]);
+		free(mblk[r]);
+	}
+	free(ready);
+	free(mblk);
+	free(stepof);
+	free(last);
+	free(msgof);
+	free(key);
+	free(pos);
+	free(X);
+	free(placed);
+	free(cur);
+	free(tpos);
+}
+
+void cp_balanced_free(struct cp_bplan *p)
+{
+	for (int r = 0; p->rank && r < p->world; r++) {
+		free(p->rank[r].chunk);
+		free(p->rank[r].blk);
+		free(p->rank[r].msg);
+		free(p->rank[r].fwd);
+		free(p->rank[r].bwd);
+	}
+	free(p->rank);
+	free(p->owner);
+	free(p->cost);
+	memset(p, 0, sizeof *p);
+}
+
+int cp_balanced_plan(const struct mask *m, int world, int node_size, const struct attn_shape *s,
+                     struct cp_bplan *p, char *err, size_t errlen)
+{
+	struct pctx x = { 0 };
+	int64_t c;
+	double best = INFINITY, *score;
+	int nper = 0, per = 0, *pers;
+
+	memset(p, 0, sizeof *p);
+	if (world < 1 || node_size < 1 || world % node_size) {
+		snprintf(err, errlen, "balanced: node size %d does not divide %d ranks", node_size, world);
+		return -1;
+	}
+	if (m->sq != m->sk || s->sq != m->sq || s->sk != m->sk) {
+		snprintf(err, errlen, "balanced: shape and mask seqlens differ");
+		return -1;
+	}
+	if (m->sq % world) {
+		snprintf(err, errlen, "balanced: seqlen %lld is not a multiple of %d",
+		         (long long)m->sq, world);
+		return -1;
+	}
+	x.m = m;
+	x.W = world;
+	x.G = node_size;
+	x.S = m->sq;
+	c = x.S / world;
+	/* The tile: the GPU kernels' 128, or less for short shards, so that a
+	 * shard holds at least 4 */
+	for (x.T = 128; x.T > 1 && (c % x.T || c / x.T < 4); x.T /= 2)
+		;
+	x.nt = x.S / x.T;
+	x.nw = (int)((x.nt + 63) / 64);
+	if (tiles(&x, err, errlen) < 0)
+		return -1;
+
+	pers = xcalloc(8, sizeof *pers);
+	score = xcalloc(8, sizeof *score);
+	for (int q = 1; q <= MAXPER && (int64_t)world * q <= MAXCHUNK; q *= 2) {
+		if (c % q || (c / q) % x.T)
+			continue;
+		chunking(&x, q);
+		pers[nper] = q;
+		score[nper] = assign(&x);
+		if (score[nper] < best)
+			best = score[nper];
+		nper++;
+		unchunk(&x);
+	}
+	for (int i = 0; i < nper; i++)
+		if (score[i] <= best * 1.01) {
+			per = pers[i];
+			break;
+		}
+	free(pers);
+	free(score);
+
+	chunking(&x, per);
+	assign(&x);
+	p->world = world;
+	p->node_size = node_size;
+	p->per = per;
+	p->nchunk = x.n;
+	p->S = x.S;
+	p->C = x.C;
+	p->T = x.T;
+	p->owner = xmalloc(x.n * sizeof *p->owner);
+	memcpy(p->owner, x.owner, x.n * sizeof *p->owner);
+	p->cost = xmalloc(x.n * sizeof *p->cost);
+	memcpy(p->cost, x.ccost, x.n * sizeof *p->cost);
+	p->kv_bytes = 2.0 * x.T * s->hkv * s->hd * 2;
+	p->rank = xcalloc(world, sizeof *p->rank);
+	ranks(&x, p);
+	{
+		double amax = 0, asum = 0, wmax = 0, wsum = 0;
+		for (int i = 0; i < x.n; i++) {
+			struct mask piece;
+			if (mask_restrict(m, i * x.C, (i + 1) * x.C, 0, x.S, &piece, err, errlen) < 0) {
+				unchunk(&x);
+				free(x.tcost);
+				free(x.need);
+				cp_balanced_free(p);
+				return -1;
+			}
+			p->rank[x.owner[i]].area += (double)piece.area;
+			mask_free(&piece);
+		}
+		for (int r = 0; r < world; r++) {
+			struct cp_brank *rk = &p->rank[r];
+			amax = rk->area > amax ? rk->area : amax;
+			asum += rk->area;
+			wmax = rk->work > wmax ? rk->work : wmax;
+			wsum += rk->work;
+		}
+		p->imbalance = asum > 0 ? amax / (asum / world) : 1;
+		p->cost_imbalance = wsum > 0 ? wmax / (wsum / world) : 1;
+	}
+	unchunk(&x);
+	free(x.tcost);
+	free(x.need);
+	return 0;
+}
+
+/* ---- the strategy ------------------------------------------------------------ */
+
+struct kstate {                 /* a stage's kernel: shard rows x key prefix */
+	int64_t q0, q1, kv;
+	struct mask piece;
+	void *kst;
+};
+
+struct bal {
+	struct cp_bplan p;
+	const struct cp_brank *rk;
+	int me, *pos;               /* pos[chunk]: its place in its owner's shard */
+	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
+	void *kb, *vb;              /* the key buffer: shard, then received blocks */
+	float *ltmp;                /* a stage's lse [hq][rows] */
+	float *acck, *accv;         /* backward: fp32 dK, dV of the key buffer */
+	void *dkt, *dvt;            /* a stage's dK, dV */
+	float *ret;                 /* partials of own blocks that came home, per step */
+	int64_t *retoff;            /* [world] elements into ret */
+	struct kstate *ks;
+	int nks, *fks, *bks;        /* stage -> kstate */
+	struct comm_req **rin, **rout, **rret;
+	int nout, maxseg;
+	struct comm_seg *sv, *rv;
+	int64_t *so, *ko, *len;     /* runs of a message */
+};
+
+/* Runs of message i of rank rr (the receiver): token offsets in the
+ * sender's shard and in rr's key buffer, and lengths; blocks adjacent in
+ * the sender's shard merge, which both ends work out alike. */
+static int msg_runs(const struct bal *b, int rr, int i)
+{
+	const struct cp_bplan *p = &b->p;
+	const struct cp_bmsg *g = &p->rank[rr].msg[i];
+	int64_t bpc = p->C / p->T;
+	int n = 0;
+
+	for (int j = 0; j < g->nb; j++) {
+		int64_t t = p->rank[rr].blk[g->b0 + j];
+		int64_t so = b->pos[t / bpc] * p->C + t % bpc * p->T;
+
+		if (n > 0 && b->so[n - 1] + b->len[n - 1] == so) {
+			b->len[n - 1] += p->T;
+			continue;
+		}
+		b->so[n] = so;
+		b->ko[n] = b->c + (g->b0 + j) * p->T;
+		b->len[n] = p->T;
+		n++;
+	}
+	return n;
+}
+
+/* Messages of rank rr at step s: first index, count (they are consecutive). */
+static int step_msgs(const struct cp_brank *rk, int s, int *first)
+{
+	int n = 0;
+
+	*first = 0;
+	for (int i = 0; i < rk->nmsg; i++)
+		if (rk->msg[i].step == s && n++ == 0)
+			*first = i;
+	return n;
+}
+
+static void *at(const void *base, int64_t tok, int64_t E, size_t es)
+{
+	return (char *)base + (size_t)(tok * E) * es;
+}
+
+/* Every K/V transfer of the pass, started now on the comm's side stream in
+ * the plan's order: per step, message m out paired with message m in. */
+static void fetch(struct cp_run *r, struct bal *b)
+{
+	int W = b->p.world, me = b->me;
+	size_t es = r->es;
+
+	b->nout = 0;
+	for (int s = 0; s < W - 1; s++) {
+		int to = cp_bpeer(&b->p, me, s, 1), from = cp_bpeer(&b->p, me, s, 0), fo, fi;
+		int no = step_msgs(&b->p.rank[to], s, &fo), ni = step_msgs(b->rk, s, &fi);
+
+		for (int m = 0; m < no || m < ni; m++) {
+			int ns = 0, nr = 0, k;
+			struct comm_req *q;
+
+			if (m < no) {
+				k = msg_runs(b, to, fo + m);
+				for (int j = 0; j < k; j++)
+					b->sv[ns++] = (struct comm_seg){ at(r->k, b->so[j], b->E, es), b->len[j] * b->E };
+				for (int j = 0; j < k; j++)
+					b->sv[ns++] = (struct comm_seg){ at(r->v, b->so[j], b->E, es), b->len[j] * b->E };
+			}
+			if (m < ni) {
+				k = msg_runs(b, me, fi + m);
+				for (int j = 0; j < k; j++)
+					b->rv[nr++] = (struct comm_seg){ at(b->kb, b->ko[j], b->E, es), b->len[j] * b->E };
+				for (int j = 0; j < k; j++)
+					b->rv[nr++] = (struct comm_seg){ at(b->vb, b->ko[j], b->E, es), b->len[j] * b->E };
+			}
+			if (comm_iexchange(r->env->world, b->sv, ns, m < no ? to : -1, b->rv, nr,
+			                   m < ni ? from : -1, r->type, r->x.stream[0], &q) < 0)
+				cp_commfail(r, "exchange");
+			if (m < ni)
+				b->rin[fi + m] = q;
+			else
+				b->rout[b->nout++] = q;
+		}
+	}
+}
+
+/* Stream 0 goes on once messages [0, upto) have arrived. */
+static void arrived(struct cp_run *r, struct bal *b, int upto)
+{
+	for (int i = 0; i < upto; i++)
+		if (b->rin[i]) {
+			if (comm_wait(b->rin[i], r->x.stream[0]) < 0)
+				cp_commfail(r, "exchange wait");
+			b->rin[i] = NULL;
+		}
+}
+
+static void settle(struct cp_run *r, struct bal *b)
+{
+	arrived(r, b, b->rk->nmsg);
+	for (int i = 0; i < b->nout; i++)
+		if (comm_wait(b->rout[i], r->x.stream[0]) < 0)
+			cp_commfail(r, "exchange wait");
+	b->nout = 0;
+}
+
+/* Backward: the fp32 dK/dV partials of the blocks received at step s go
+ * back to their sender, and those of own blocks come from whoever read
+ * them, into ret. */
+static void give_back(struct cp_run *r, struct bal *b)
+{
+	int W = b->p.world, me = b->me;
+	int64_t T = b->p.T, E = b->E;
+
+	for (int s = 0; s < W - 1; s++) {
+		int to = cp_bpeer(&b->p, me, s, 0), from = cp_bpeer(&b->p, me, s, 1), fi, fo;
+		int ni = step_msgs(b->rk, s, &fi), no = step_msgs(&b->p.rank[from], s, &fo);
+		int64_t mine = 0, theirs = 0;
+		struct comm_seg sv[2], rv[2];
+
+		if (ni > 0)
+			mine = b->rk->msg[fi + ni - 1].b0 + b->rk->msg[fi + ni - 1].nb - b->rk->msg[fi].b0;
+		for (int i = 0; i < no; i++)
+			theirs += b->p.rank[from].msg[fo + i].nb;
+		b->rret[s] = NULL;
+		if (mine == 0 && theirs == 0)
+			continue;
+		if (mine > 0) {
+			int64_t k0 = b->c + b->rk->msg[fi].b0 * T;
+			sv[0] = (struct comm_seg){ b->acck + k0 * E, mine * T * E };
+			sv[1] = (struct comm_seg){ b->accv + k0 * E, mine * T * E };
+		}
+		rv[0] = (struct comm_seg){ b->ret + b->retoff[s], theirs * T * E };
+		rv[1] = (struct comm_seg){ b->ret + b->retoff[s] + theirs * T * E, theirs * T * E };
+		if (comm_iexchange(r->env->world, sv, mine ? 2 : 0, mine ? to : -1, rv, theirs ? 2 : 0,
+		                   theirs ? from : -1, CT_F32, r->x.stream[0], &b->rret[s]) < 0)
+			cp_commfail(r, "exchange");
+	}
+}
+
+/* ... and once they are here, into own dK/dV. */
+static void take_back(struct cp_run *r, struct bal *b)
+{
+	int W = b->p.world, me = b->me;
+	int64_t T = b->p.T, E = b->E;
+
+	for (int s = 0; s < W - 1; s++) {
+		int from = cp_bpeer(&b->p, me, s, 1), fo, no;
+		int64_t theirs = 0, off = 0;
+
+		if (b->rret[s] == NULL)
+			continue;
+		if (comm_wait(b->rret[s], r->x.stream[0]) < 0)
+			cp_commfail(r, "exchange wait");
+		b->rret[s] = NULL;
+		no = step_msgs(&b->p.rank[from], s, &fo);
+		for (int i = 0; i < no; i++)
+			theirs += b->p.rank[from].msg[fo + i].nb;
+		for (int i = 0; i < no; i++) {
+			int k = msg_runs(b, from, fo + i);
+			for (int j = 0; j < k; j++, off += b->len[j - 1]) {
+				float *src = b->ret + b->retoff[s] + off * E;
+				ops_acc2d(&r->x, b->acck + b->so[j] * E, 0, src, CT_F32, 0, b->len[j] * E, 1, 0);
+				ops_acc2d(&r->x, b->accv + b->so[j] * E, 0, src + theirs * T * E, CT_F32, 0,
+				          b->len[j] * E, 1, 0);
+			}
+		}
+	}
+}
+
+static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
+{
+	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d;
+	int full = rows == b->c;
+	float *lse = full ? r->lse : b->ltmp;
+	void *o = at(r->o, g->q0, qe, r->es);
+	int rc = 0;
+
+	if (k->kst == NULL) {
+		ops_zero(&r->x, o, rows * qe * r->es, 0);
+		ops_fill(&r->x, lse, -INFINITY, rows * r->hq, 0);
+	} else {
+		struct attn_io io = { 0 };
+		io.q = at(r->q, g->q0, qe, r->es);
+		io.k = b->kb;
+		io.v = b->vb;
+		io.o = o;
+		io.lse = lse;
+		io.stream = r->x.stream[0];
+		rc = cp_kern_rc(r, r->env->kern->fwd(k->kst, &io), "forward");
+	}
+	if (!full)
+		ops_copy2d(&r->x, r->lse + g->q0, b->c * 4, lse, rows * 4, rows * 4, r->hq, 0);
+	return rc;
+}
+
+static int stage_bwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
+{
+	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d;
+	int full = rows == b->c;
+	struct attn_io io = { 0 };
+	int rc;
+
+	if (k->kst == NULL) {
+		ops_zero(&r->x, at(r->dq, g->q0, qe, r->es), rows * qe * r->es, 0);
+		return 0;
+	}
+	if (!full)
+		ops_copy2d(&r->x, b->ltmp, rows * 4, r->lse + g->q0, b->c * 4, rows * 4, r->hq, 0);
+	io.q = at(r->q, g->q0, qe, r->es);
+	io.k = b->kb;
+	io.v = b->vb;
+	io.o = at(r->o, g->q0, qe, r->es);
+	io.lse = full ? r->lse : b->ltmp;
+	io.dout = at(r->dout, g->q0, qe, r->es);
+	io.dq = at(r->dq, g->q0, qe, r->es);
+	io.dk = b->dkt;
+	io.dv = b->dvt;
+	io.stream = r->x.stream[0];
+	rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
+	ops_acc2d(&r->x, b->acck, 0, b->dkt, r->type, 0, g->kv * b->E, 1, 0);
+	ops_acc2d(&r->x, b->accv, 0, b->dvt, r->type, 0, g->kv * b->E, 1, 0);
+	return rc;
+}
+
+static int bal_fwd(struct cp_run *r)
+{
+	struct bal *b = r->self;
+	int rc = 0;
+
+	ops_copy(&r->x, b->kb, r->k, b->c * b->E * r->es, 0);
+	ops_copy(&r->x, b->vb, r->v, b->c * b->E * r->es, 0);
+	fetch(r, b);
+	for (int i = 0; i < b->rk->nfwd; i++) {
+		arrived(r, b, b->rk->fwd[i].wait);
+		rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
+	}
+	settle(r, b);
+	return rc;
+}
+
+static int bal_bwd(struct cp_run *r)
+{
+	struct bal *b = r->self;
+	int rc = 0;
+
+	ops_copy(&r->x, b->kb, r->k, b->c * b->E * r->es, 0);
+	ops_copy(&r->x, b->vb, r->v, b->c * b->E * r->es, 0);
+	ops_zero(&r->x, b->acck, b->nkey * b->E * sizeof(float), 0);
+	ops_zero(&r->x, b->accv, b->nkey * b->E * sizeof(float), 0);
+	fetch(r, b);
+	for (int i = 0; i < b->rk->nbwd; i++) {
+		if (i == b->rk->bret)
+			give_back(r, b);
+		arrived(r, b, b->rk->bwd[i].wait);
+		rc |= stage_bwd(r, b, &b->rk->bwd[i], &b->ks[b->bks[i]]);
+	}
+	if (b->rk->bret >= b->rk->nbwd)
+		give_back(r, b);
+	settle(r, b);
+	take_back(r, b);
+	ops_cast(&r->x, r->dk, r->type, b->acck, b->c * b->E, 0);
+	ops_cast(&r->x, r->dv, r->type, b->accv, b->c * b->E, 0);
+	return rc;
+}
+
+/* Global token ranges of shard rows [q0, q1) of rank rr, adjacent merged. */
+static int shard_ranges(const struct bal *b, int rr, int64_t q0, int64_t q1, int64_t (*rg)[2])
+{
+	const struct cp_bplan *p = &b->p;
+	int n = 0;
+
+	for (int k = 0; k < p->per; k++) {
+		int64_t a = k * p->C, e = a + p->C, g = p->rank[rr].chunk[k] * p->C;
+		if (a < q0)
+			a = q0;
+		if (e > q1)
+			e = q1;
+		if (a >= e)
+			continue;
+		if (n > 0 && rg[n - 1][1] == g + a - k * p->C) {
+			rg[n - 1][1] = g + e - k * p->C;
+			continue;
+		}
+		rg[n][0] = g + a - k * p->C;
+		rg[n][1] = g + e - k * p->C;
+		n++;
+	}
+	return n;
+}
+
+static int layout(const struct cp_run *r, int rank, int64_t (*rg)[2])
+{
+	const struct bal *b = r->self;
+
+	return shard_ranges(b, rank, 0, b->p.per * b->p.C, rg);
+}
+
+/* The kernel state of rows [q0, q1) x key prefix kv, made once. */
+static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, int *idx)
+{
+	const struct cp_bplan *p = &b->p;
+	int64_t (*qr)[2] = xcalloc(p->per, sizeof *qr), (*kr)[2];
+	int nq, nk, st;
+	struct kstate *k;
+	struct attn_shape ls;
+
+	for (int i = 0; i < b->nks; i++)
+		if (b->ks[i].q0 == g->q0 && b->ks[i].q1 == g->q1 && b->ks[i].kv == g->kv) {
+			*idx = i;
+			free(qr);
+			return CP_OK;
+		}
+	kr = xcalloc(p->per + b->rk->nblk, sizeof *kr);
+	nq = shard_ranges(b, b->me, g->q0, g->q1, qr);
+	nk = shard_ranges(b, b->me, 0, b->c, kr);
+	for (int j = 0; j < (g->kv - b->c) / p->T; j++) {
+		int64_t t0 = b->rk->blk[j] * p->T;
+		if (kr[nk - 1][1] == t0) {
+			kr[nk - 1][1] = t0 + p->T;
+		} else {
+			kr[nk][0] = t0;
+			kr[nk][1] = t0 + p->T;
+			nk++;
+		}
+	}
+	k = &b->ks[b->nks];
+	*k = (struct kstate){ g->q0, g->q1, g->kv, { 0 }, NULL };
+	*idx = b->nks++;
+	ls = cp_local_shape(r, g->q1 - g->q0, g->kv, r->hq, r->hkv);
+	st = cp_plan(r, qr, nq, kr, nk, &ls, &k->piece, &k->kst);
+	free(qr);
+	free(kr);
+	return st;
+}
+
+static int bal_setup(struct cp_run *r)
+{
+	struct bal *b = r->self;
+	const struct cp_bplan *p = &b->p;
+	int bad = 0, bwd = r->job->pass == PASS_BWD, st, maxnb = 1;
+	int64_t maxrows = 0;
+	size_t es = r->es;
+
+	b->me = comm_rank(r->env->world);
+	b->rk = &p->rank[b->me];
+	b->c = r->c;
+	b->E = (int64_t)r->hkv * r->d;
+	b->nkey = b->c + b->rk->nblk * p->T;
+	for (int rr = 0; rr < p->world; rr++)
+		for (int i = 0; i < p->rank[rr].nmsg; i++)
+			if (p->rank[rr].msg[i].nb > maxnb)
+				maxnb = p->rank[rr].msg[i].nb;
+	b->maxseg = 2 * maxnb;
+	b->sv = xcalloc(b->maxseg, sizeof *b->sv);
+	b->rv = xcalloc(b->maxseg, sizeof *b->rv);
+	b->so = xcalloc(maxnb, sizeof *b->so);
+	b->ko = xcalloc(maxnb, sizeof *b->ko);
+	b->len = xcalloc(maxnb, sizeof *b->len);
+	b->rin = xcalloc(b->rk->nmsg + 1, sizeof *b->rin);
+	b->rout = xcalloc((size_t)p->world * 2 * (maxnb + 1), sizeof *b->rout);
+	b->rret = xcalloc(p->world, sizeof *b->rret);
+	b->retoff = xcalloc(p->world, sizeof *b->retoff);
+	for (int i = 0; i < b->rk->nfwd; i++)
+		if (b->rk->fwd[i].q1 - b->rk->fwd[i].q0 > maxrows && b->rk->fwd[i].q1 - b->rk->fwd[i].q0 < b->c)
+			maxrows = b->rk->fwd[i].q1 - b->rk->fwd[i].q0;
+	for (int i = 0; i < b->rk->nbwd; i++)
+		if (b->rk->bwd[i].q1 - b->rk->bwd[i].q0 > maxrows && b->rk->bwd[i].q1 - b->rk->bwd[i].q0 < b->c)
+			maxrows = b->rk->bwd[i].q1 - b->rk->bwd[i].q0;
+
+	b->kb = cp_alloc(r, b->nkey * b->E * es, &bad);
+	b->vb = cp_alloc(r, b->nkey * b->E * es, &bad);
+	if (maxrows > 0)
+		b->ltmp = cp_alloc(r, maxrows * r->hq * sizeof(float), &bad);
+	if (bwd) {
+		int64_t nret = 0;
+		for (int s = 0; s < p->world - 1; s++) {
+			int from = cp_bpeer(p, b->me, s, 1), fo, no = step_msgs(&p->rank[from], s, &fo);
+			b->retoff[s] = nret;
+			for (int i = 0; i < no; i++)
+				nret += 2 * p->rank[from].msg[fo + i].nb * p->T * b->E;
+		}
+		b->acck = cp_alloc(r, b->nkey * b->E * sizeof(float), &bad);
+		b->accv = cp_alloc(r, b->nkey * b->E * sizeof(float), &bad);
+		b->dkt = cp_alloc(r, b->nkey * b->E * es, &bad);
+		b->dvt = cp_alloc(r, b->nkey * b->E * es, &bad);
+		b->ret = cp_alloc(r, (nret ? nret : 1) * sizeof(float), &bad);
+	}
+	if (bad) {
+		cp_fail(r, "out of memory for the key buffer");
+		return CP_OOM;
+	}
+	b->pos = xcalloc(p->nchunk, sizeof *b->pos);
+	for (int rr = 0; rr < p->world; rr++)
+		for (int k = 0; k < p->per; k++)
+			b->pos[p->rank[rr].chunk[k]] = k;
+	b->ks = xcalloc(b->rk->nfwd + b->rk->nbwd, sizeof *b->ks);
+	b->fks = xcalloc(b->rk->nfwd + 1, sizeof *b->fks);
+	b->bks = xcalloc(b->rk->nbwd + 1, sizeof *b->bks);
+	for (int i = 0; i < b->rk->nfwd; i++) {
+		int n0 = b->nks;
+		if ((st = kstate(r, b, &b->rk->fwd[i], &b->fks[i])) != CP_OK)
+			return st;
+		if (b->nks > n0)
+			r->work += (double)b->ks[n0].piece.area / b->ks[n0].piece.heads * r->hq;
+	}
+	for (int i = 0; bwd && i < b->rk->nbwd; i++)
+		if ((st = kstate(r, b, &b->rk->bwd[i], &b->bks[i])) != CP_OK)
+			return st;
+	return CP_OK;
+}
+
+static void bal_fini(struct cp_run *r)
+{
+	struct bal *b = r->self;
+
+	ops_sync(&r->x);
+	for (int i = 0; i < b->nks; i++) {
+		if (b->ks[i].kst)
+			r->env->kern->fini(b->ks[i].kst);
+		mask_free(&b->ks[i].piece);
+	}
+	cp_free(r, (void *[]){ b->kb, b->vb, b->ltmp, b->acck, b->accv, b->dkt, b->dvt, b->ret }, 8);
+	free(b->ks);
+	free(b->fks);
+	free(b->bks);
+	free(b->pos);
+	free(b->sv);
+	free(b->rv);
+	free(b->so);
+	free(b->ko);
+	free(b->len);
+	free(b->rin);
+	free(b->rout);
+	free(b->rret);
+	free(b->retoff);
+}
+
+static int run(const struct cp_env *env, const struct cp_job *job, struct cp_result *res)
+{
+	const struct attn_shape *s = &job->shape;
+	int W = comm_size(env->world), G = env->node_size > 0 ? env->node_size : W, st;
+	struct bal *b;
+	char e[160];
+
+	memset(res, 0, sizeof *res);
+	res->ulysses = 1;
+	res->ring = W;
+	if (s->batch != 1)
+		return cp_refuse(res, "balanced: batch %d (one sequence only)", s->batch);
+	if (W % G)
+		G = W;
+	b = xcalloc(1, sizeof *b);
+	if (cp_balanced_plan(job->mask, W, G, s, &b->p, e, sizeof e) < 0) {
+		free(b);
+		return cp_refuse(res, "%s", e);
+	}
+	st = cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = 1, .R = W,
+	                                .layout = layout, .nrg = b->p.per, .self = b,
+	                                .setup = bal_setup, .fwd = bal_fwd, .bwd = bal_bwd,
+	                                .fini = bal_fini });
+	cp_balanced_free(&b->p);
+	free(b);
+	return st;
+}
+
+const struct cp_ops cp_balanced = {
+	"balanced", "chunks dealt by mask work, only the key blocks read move, row stages overlap them", run
+};
