@@ -30,11 +30,18 @@ enum {
 	MAXPER = 64,         /* chunks per rank tried: 1, 2, 4 ... */
 	MAXCHUNK = 1024,     /* chunks in all */
 	MAXMSG = 3,          /* messages a step's blocks are cut into, about */
-	MAXRUN = 6,          /* stages of a pass, about */
+	MAXRUN = 4,          /* stages of a forward pass, at most */
 };
 #define ROWCOST 0.5      /* a row of tiles' fixed cost, in tiles */
 #define TOL 0.02         /* of the mean bin load: ties for affinity */
+#define IMBTOL 0.05      /* a chunking within this of the best balance may win on traffic */
 #define RUNMIN 16        /* a stage carries at least 1/RUNMIN of the rank's work */
+/* For the choice of chunk size only: flop/s of the local kernel and bytes/s
+ * of a link inside and across nodes (H200: about 400 TFLOP/s, NVLink
+ * 350 GB/s, 50 GB/s of InfiniBand per GPU) */
+#define RATE 400e12
+#define LINK 350e9
+#define XLINK 50e9
 
 /* ---- bitsets of tiles ------------------------------------------------------ */
 
@@ -75,8 +82,11 @@ struct pctx {
 	int per, n;
 	int64_t C, bpc;       /* chunk tokens, tiles per chunk */
 	double *ccost;        /* [n] */
+	uint64_t *cneed;      /* [n][nw] key tiles chunk i's rows read */
 	int *tr;              /* [n][n] key tiles of chunk j that chunk i's rows read */
 	int *owner;           /* [n] */
+	double alpha[2];      /* a key block's transfer in tiles of work: inside, across nodes */
+	double imb;           /* assign's cost max/mean */
 };
 
 int cp_bpeer(const struct cp_bplan *p, int r, int s, int to)
@@ -135,9 +145,9 @@ static void chunking(struct pctx *x, int per)
 	x->ccost = xcalloc(x->n, sizeof *x->ccost);
 	x->tr = xcalloc((size_t)x->n * x->n, sizeof *x->tr);
 	x->owner = xcalloc(x->n, sizeof *x->owner);
-	cn = xcalloc(x->nw, sizeof *cn);
+	x->cneed = xcalloc((size_t)x->n * x->nw, sizeof *x->cneed);
 	for (int i = 0; i < x->n; i++) {
-		memset(cn, 0, x->nw * sizeof *cn);
+		cn = x->cneed + (size_t)i * x->nw;
 		for (int64_t qt = i * x->bpc; qt < (i + 1) * x->bpc; qt++) {
 			x->ccost[i] += x->tcost[qt];
 			for (int w = 0; w < x->nw; w++)
@@ -146,15 +156,16 @@ static void chunking(struct pctx *x, int per)
 		for (int j = 0; j < x->n; j++)
 			x->tr[(size_t)i * x->n + j] = bcount(cn, j * x->bpc, (j + 1) * x->bpc);
 	}
-	free(cn);
 }
 
 static void unchunk(struct pctx *x)
 {
 	free(x->ccost);
+	free(x->cneed);
 	free(x->tr);
 	free(x->owner);
 	x->ccost = NULL;
+	x->cneed = NULL;
 	x->tr = NULL;
 	x->owner = NULL;
 }
@@ -252,7 +263,9 @@ static void deal(const struct pctx *x, const int *it, int ni, int nb, int cap, i
 }
 
 /* Owners of the chunks: nodes first (most traffic stays inside one), then
- * the ranks of each node.  Returns the cost max/mean over ranks. */
+ * the ranks of each node.  Returns the slowest rank's estimated time, in
+ * tiles: its work plus its received blocks at alpha each, as though no
+ * transfer were hidden. */
 static double assign(struct pctx *x)
 {
 	int N = x->W / x->G, n = x->n, *it = xmalloc(n * sizeof *it), *bin = xmalloc(n * sizeof *bin);
@@ -281,11 +294,31 @@ static double assign(struct pctx *x)
 	for (int r = 0; r < x->W; r++)
 		if (load[r] > mx)
 			mx = load[r];
+	x->imb = tot > 0 ? mx / (tot / x->W) : 1;
+	mx = 0;
+	{
+		uint64_t *rn = xmalloc(x->nw * sizeof *rn);
+		for (int r = 0; r < x->W; r++) {
+			memset(rn, 0, x->nw * sizeof *rn);
+			for (int i = 0; i < n; i++)
+				if (x->owner[i] == r)
+					for (int w = 0; w < x->nw; w++)
+						rn[w] |= x->cneed[(size_t)i * x->nw + w];
+			for (int j = 0; j < n; j++)
+				if (x->owner[j] != r)
+					load[r] += x->alpha[x->owner[j] / x->G != r / x->G] *
+					           bcount(rn, j * x->bpc, (j + 1) * x->bpc);
+		}
+		free(rn);
+	}
+	for (int r = 0; r < x->W; r++)
+		if (load[r] > mx)
+			mx = load[r];
 	free(it);
 	free(bin);
 	free(node);
 	free(load);
-	return tot > 0 ? mx / (tot / x->W) : 1;
+	return mx;
 }
 
 /* ---- per rank: messages, shard order, stages -------------------------------- */
@@ -348,6 +381,16 @@ static int runs(const int *ready, const double *work, int64_t nt, struct run **o
 		v[k].work += v[o].work;
 		memmove(&v[o], &v[o + 1], (n - o - 1) * sizeof *v);
 		n--;
+		/* and its neighbours, if now alike */
+		for (int i = k > 0 ? k - 1 : 0; i + 1 < n && i <= k; )
+			if (v[i].ready == v[i + 1].ready) {
+				v[i].t1 = v[i + 1].t1;
+				v[i].work += v[i + 1].work;
+				memmove(&v[i + 1], &v[i + 2], (n - i - 2) * sizeof *v);
+				n--;
+			} else {
+				i++;
+			}
 	}
 	*out = v;
 	return n;
@@ -367,66 +410,59 @@ static struct cp_bstage stage_of(const struct cp_bplan *p, const struct cp_brank
 	return st;
 }
 
+/* Messages that no stage waits for on their own join the next one of
+ * their step: a message is a group of NCCL calls, and its latency is paid
+ * for nothing. */
+static void coalesce(struct cp_brank *rk)
+{
+	int *cut = xcalloc(rk->nmsg + 1, sizeof *cut), *to = xcalloc(rk->nmsg + 1, sizeof *to), n = 0;
+
+	for (int i = 0; i < rk->nfwd; i++)
+		if (rk->fwd[i].wait > 0)
+			cut[rk->fwd[i].wait - 1] = 1;
+	for (int i = 0; i < rk->nmsg; i++) {
+		if (n > 0 && rk->msg[n - 1].step == rk->msg[i].step && !cut[i - 1])
+			rk->msg[n - 1].nb += rk->msg[i].nb;
+		else
+			rk->msg[n++] = rk->msg[i];
+		to[i] = n - 1;
+	}
+	for (int i = 0; i < rk->nfwd; i++)
+		if (rk->fwd[i].wait > 0)
+			rk->fwd[i].wait = to[rk->fwd[i].wait - 1] + 1;
+	for (int i = 0; i < rk->nbwd; i++)
+		if (rk->bwd[i].wait > 0)
+			rk->bwd[i].wait = to[rk->bwd[i].wait - 1] + 1;
+	rk->nmsg = n;
+	free(cut);
+	free(to);
+}
+
 /* The stages of rank rk from each shard tile's readiness: forward, the
- * local-only runs (by position) and then the rest (by readiness);
- * backward, the local-only work split in halves around the rest. */
+ * local-only runs (by position) and then the rest (by readiness).  The
+ * backward pass is one stage over every row and the whole key buffer: the
+ * fetch and the partials' way home are exposed, but dK and dV are written
+ * once, where several stages would sum them in fp32 over the key buffer
+ * (on cheap masks, more than the transfers cost). */
 static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *ready,
                    const double *work, int64_t nt)
 {
-	struct run *v, *l, *rm;
-	int n = runs(ready, work, nt, &v), nl = 0, nr = 0, k;
-	double tl = 0, acc = 0;
+	struct run *v, all = { 0, nt, rk->nmsg - 1, 0 };
+	int n = runs(ready, work, nt, &v);
 
 	qsort(v, n, sizeof *v, byready);
 	rk->fwd = xcalloc(n, sizeof *rk->fwd);
-	rk->bwd = xcalloc(n + 1, sizeof *rk->bwd);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		rk->fwd[i] = stage_of(p, rk, &v[i]);
+		all.work += v[i].work;
+	}
 	rk->nfwd = n;
-	l = v;
-	while (nl < n && v[nl].ready < 0)
-		tl += v[nl++].work;
-	rm = v + nl;
-	nr = n - nl;
-	if (nl == 0 || nr == 0 || tl <= 0) {
-		memcpy(rk->bwd, rk->fwd, n * sizeof *rk->bwd);
-		rk->nbwd = n;
-		rk->bret = n;
-		free(v);
-		return;
-	}
-	/* The local-only runs before the half of their work, then the rest
-	 * (one run split at the tile nearest the half) */
-	rk->nbwd = 0;
-	for (k = 0; k < nl && acc + l[k].work <= tl / 2; k++) {
-		acc += l[k].work;
-		rk->bwd[rk->nbwd++] = stage_of(p, rk, &l[k]);
-	}
-	if (k < nl) {
-		struct run a = l[k], b = l[k];
-		int64_t t = a.t0;
-		double w = acc;
-		/* the tile boundary nearest the half */
-		while (t < a.t1 && fabs(w + work[t] - tl / 2) < fabs(w - tl / 2))
-			w += work[t++];
-		if (t > a.t0 && t < a.t1) {
-			a.t1 = t;
-			a.work = w - acc;
-			b.t0 = t;
-			b.work = l[k].work - a.work;
-			rk->bwd[rk->nbwd++] = stage_of(p, rk, &a);
-			l[k] = b;
-		} else if (t == a.t1) {
-			rk->bwd[rk->nbwd++] = stage_of(p, rk, &a);
-			k++;
-		}
-	}
-	for (int i = 0; i < nr; i++)
-		rk->bwd[rk->nbwd++] = stage_of(p, rk, &rm[i]);
-	rk->bret = rk->nbwd;
-	for (; k < nl; k++)
-		rk->bwd[rk->nbwd++] = stage_of(p, rk, &l[k]);
+	rk->bwd = xcalloc(1, sizeof *rk->bwd);
+	rk->bwd[0] = stage_of(p, rk, &all);
+	rk->nbwd = 1;
+	rk->bret = 1;
 	free(v);
+	coalesce(rk);
 }
 
 /* Rank order of positions: pos[i] of chunk i in its owner's shard. */
@@ -638,7 +674,7 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 {
 	struct pctx x = { 0 };
 	int64_t c;
-	double best = INFINITY, *score;
+	double best = INFINITY, *score, *imb;
 	int nper = 0, per = 0, *pers;
 
 	memset(p, 0, sizeof *p);
@@ -669,26 +705,36 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	if (tiles(&x, err, errlen) < 0)
 		return -1;
 
+	/* A key block (K and V) against a tile of work: 4*T*T*hd flops per q
+	 * head at RATE against 2*T*hkv*hd elements at LINK */
+	for (int i = 0; i < 2; i++)
+		x.alpha[i] = (double)s->hkv * (i ? RATE / XLINK : RATE / LINK) * 2 /
+		             ((double)x.T * s->hq / m->heads * 2);
+	/* Chunks per rank: the fastest estimate among the chunkings that
+	 * balance the work within IMBTOL of the best one */
 	pers = xcalloc(8, sizeof *pers);
 	score = xcalloc(8, sizeof *score);
+	imb = xcalloc(8, sizeof *imb);
 	for (int q = 1; q <= MAXPER && (int64_t)world * q <= MAXCHUNK; q *= 2) {
 		if (c % q || (c / q) % x.T)
 			continue;
 		chunking(&x, q);
 		pers[nper] = q;
 		score[nper] = assign(&x);
-		if (score[nper] < best)
-			best = score[nper];
+		imb[nper] = x.imb;
+		if (x.imb < best)
+			best = x.imb;
 		nper++;
 		unchunk(&x);
 	}
-	for (int i = 0; i < nper; i++)
-		if (score[i] <= best * 1.01) {
+	for (int i = 0, pick = -1; i < nper; i++)
+		if (imb[i] <= best + IMBTOL && (pick < 0 || score[i] < score[pick] * 0.999)) {
+			pick = i;
 			per = pers[i];
-			break;
 		}
 	free(pers);
 	free(score);
+	free(imb);
 
 	chunking(&x, per);
 	assign(&x);
@@ -744,21 +790,22 @@ struct kstate {                 /* a stage's kernel: shard rows x key prefix */
 	void *kst;
 };
 
+/* The key buffer is cp_drive's k and v with kpad tokens of room: the
+ * shard, then the received blocks; dk and dv likewise. */
 struct bal {
 	struct cp_bplan p;
 	const struct cp_brank *rk;
 	int me, *pos;               /* pos[chunk]: its place in its owner's shard */
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
-	void *kb, *vb;              /* the key buffer: shard, then received blocks */
 	float *ltmp;                /* a stage's lse [hq][rows] */
-	float *acck, *accv;         /* backward: fp32 dK, dV of the key buffer */
-	void *dkt, *dvt;            /* a stage's dK, dV */
+	float *sendf;               /* backward: fp32 dK | dV of the received blocks */
 	float *ret;                 /* partials of own blocks that came home, per step */
+	float *tmpf;                /* a run of own dK or dV in fp32 */
 	int64_t *retoff;            /* [world] elements into ret */
 	struct kstate *ks;
 	int nks, *fks, *bks;        /* stage -> kstate */
 	struct comm_req **rin, **rout, **rret;
-	int nout, maxseg;
+	int nout;
 	struct comm_seg *sv, *rv;
 	int64_t *so, *ko, *len;     /* runs of a message */
 };
@@ -807,7 +854,8 @@ static void *at(const void *base, int64_t tok, int64_t E, size_t es)
 }
 
 /* Every K/V transfer of the pass, started now on the comm's side stream in
- * the plan's order: per step, message m out paired with message m in. */
+ * the plan's order: per step, message m out paired with message m in,
+ * straight from the sender's shard into the receiver's key buffer. */
 static void fetch(struct cp_run *r, struct bal *b)
 {
 	int W = b->p.world, me = b->me;
@@ -832,9 +880,9 @@ static void fetch(struct cp_run *r, struct bal *b)
 			if (m < ni) {
 				k = msg_runs(b, me, fi + m);
 				for (int j = 0; j < k; j++)
-					b->rv[nr++] = (struct comm_seg){ at(b->kb, b->ko[j], b->E, es), b->len[j] * b->E };
+					b->rv[nr++] = (struct comm_seg){ at(r->k, b->ko[j], b->E, es), b->len[j] * b->E };
 				for (int j = 0; j < k; j++)
-					b->rv[nr++] = (struct comm_seg){ at(b->vb, b->ko[j], b->E, es), b->len[j] * b->E };
+					b->rv[nr++] = (struct comm_seg){ at(r->v, b->ko[j], b->E, es), b->len[j] * b->E };
 			}
 			if (comm_iexchange(r->env->world, b->sv, ns, m < no ? to : -1, b->rv, nr,
 			                   m < ni ? from : -1, r->type, r->x.stream[0], &q) < 0)
@@ -873,7 +921,7 @@ static void settle(struct cp_run *r, struct bal *b)
 static void give_back(struct cp_run *r, struct bal *b)
 {
 	int W = b->p.world, me = b->me;
-	int64_t T = b->p.T, E = b->E;
+	int64_t T = b->p.T, E = b->E, nb = b->rk->nblk;
 
 	for (int s = 0; s < W - 1; s++) {
 		int to = cp_bpeer(&b->p, me, s, 0), from = cp_bpeer(&b->p, me, s, 1), fi, fo;
@@ -889,9 +937,9 @@ static void give_back(struct cp_run *r, struct bal *b)
 		if (mine == 0 && theirs == 0)
 			continue;
 		if (mine > 0) {
-			int64_t k0 = b->c + b->rk->msg[fi].b0 * T;
-			sv[0] = (struct comm_seg){ b->acck + k0 * E, mine * T * E };
-			sv[1] = (struct comm_seg){ b->accv + k0 * E, mine * T * E };
+			int64_t k0 = b->rk->msg[fi].b0 * T;
+			sv[0] = (struct comm_seg){ b->sendf + k0 * E, mine * T * E };
+			sv[1] = (struct comm_seg){ b->sendf + (nb * T + k0) * E, mine * T * E };
 		}
 		rv[0] = (struct comm_seg){ b->ret + b->retoff[s], theirs * T * E };
 		rv[1] = (struct comm_seg){ b->ret + b->retoff[s] + theirs * T * E, theirs * T * E };
@@ -899,6 +947,17 @@ static void give_back(struct cp_run *r, struct bal *b)
 		                   theirs ? from : -1, CT_F32, r->x.stream[0], &b->rret[s]) < 0)
 			cp_commfail(r, "exchange");
 	}
+}
+
+/* Own dK (or dV) tokens [so, so+len) += an fp32 partial, summed in fp32. */
+static void add_run(struct cp_run *r, struct bal *b, void *d, int64_t so, int64_t len, const float *part)
+{
+	void *dst = at(d, so, b->E, r->es);
+
+	ops_zero(&r->x, b->tmpf, len * b->E * sizeof(float), 0);
+	ops_acc2d(&r->x, b->tmpf, 0, dst, r->type, 0, len * b->E, 1, 0);
+	ops_acc2d(&r->x, b->tmpf, 0, part, CT_F32, 0, len * b->E, 1, 0);
+	ops_cast(&r->x, dst, r->type, b->tmpf, len * b->E, 0);
 }
 
 /* ... and once they are here, into own dK/dV. */
@@ -921,11 +980,11 @@ static void take_back(struct cp_run *r, struct bal *b)
 			theirs += b->p.rank[from].msg[fo + i].nb;
 		for (int i = 0; i < no; i++) {
 			int k = msg_runs(b, from, fo + i);
-			for (int j = 0; j < k; j++, off += b->len[j - 1]) {
+			for (int j = 0; j < k; j++) {
 				float *src = b->ret + b->retoff[s] + off * E;
-				ops_acc2d(&r->x, b->acck + b->so[j] * E, 0, src, CT_F32, 0, b->len[j] * E, 1, 0);
-				ops_acc2d(&r->x, b->accv + b->so[j] * E, 0, src + theirs * T * E, CT_F32, 0,
-				          b->len[j] * E, 1, 0);
+				add_run(r, b, r->dk, b->so[j], b->len[j], src);
+				add_run(r, b, r->dv, b->so[j], b->len[j], src + theirs * T * E);
+				off += b->len[j];
 			}
 		}
 	}
@@ -945,8 +1004,8 @@ static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g,
 	} else {
 		struct attn_io io = { 0 };
 		io.q = at(r->q, g->q0, qe, r->es);
-		io.k = b->kb;
-		io.v = b->vb;
+		io.k = r->k;
+		io.v = r->v;
 		io.o = o;
 		io.lse = lse;
 		io.stream = r->x.stream[0];
@@ -957,42 +1016,11 @@ static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g,
 	return rc;
 }
 
-static int stage_bwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
-{
-	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d;
-	int full = rows == b->c;
-	struct attn_io io = { 0 };
-	int rc;
-
-	if (k->kst == NULL) {
-		ops_zero(&r->x, at(r->dq, g->q0, qe, r->es), rows * qe * r->es, 0);
-		return 0;
-	}
-	if (!full)
-		ops_copy2d(&r->x, b->ltmp, rows * 4, r->lse + g->q0, b->c * 4, rows * 4, r->hq, 0);
-	io.q = at(r->q, g->q0, qe, r->es);
-	io.k = b->kb;
-	io.v = b->vb;
-	io.o = at(r->o, g->q0, qe, r->es);
-	io.lse = full ? r->lse : b->ltmp;
-	io.dout = at(r->dout, g->q0, qe, r->es);
-	io.dq = at(r->dq, g->q0, qe, r->es);
-	io.dk = b->dkt;
-	io.dv = b->dvt;
-	io.stream = r->x.stream[0];
-	rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
-	ops_acc2d(&r->x, b->acck, 0, b->dkt, r->type, 0, g->kv * b->E, 1, 0);
-	ops_acc2d(&r->x, b->accv, 0, b->dvt, r->type, 0, g->kv * b->E, 1, 0);
-	return rc;
-}
-
 static int bal_fwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
 	int rc = 0;
 
-	ops_copy(&r->x, b->kb, r->k, b->c * b->E * r->es, 0);
-	ops_copy(&r->x, b->vb, r->v, b->c * b->E * r->es, 0);
 	fetch(r, b);
 	for (int i = 0; i < b->rk->nfwd; i++) {
 		arrived(r, b, b->rk->fwd[i].wait);
@@ -1002,28 +1030,33 @@ static int bal_fwd(struct cp_run *r)
 	return rc;
 }
 
+/* One stage (cp_bplan): every row against the whole key buffer, dK and dV
+ * written where they stay (own tokens) or leave from (received blocks). */
 static int bal_bwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
+	const struct kstate *k = &b->ks[b->bks[0]];
+	int64_t nb = b->rk->nblk * b->p.T * b->E;
 	int rc = 0;
 
-	ops_copy(&r->x, b->kb, r->k, b->c * b->E * r->es, 0);
-	ops_copy(&r->x, b->vb, r->v, b->c * b->E * r->es, 0);
-	ops_zero(&r->x, b->acck, b->nkey * b->E * sizeof(float), 0);
-	ops_zero(&r->x, b->accv, b->nkey * b->E * sizeof(float), 0);
 	fetch(r, b);
-	for (int i = 0; i < b->rk->nbwd; i++) {
-		if (i == b->rk->bret)
-			give_back(r, b);
-		arrived(r, b, b->rk->bwd[i].wait);
-		rc |= stage_bwd(r, b, &b->rk->bwd[i], &b->ks[b->bks[i]]);
-	}
-	if (b->rk->bret >= b->rk->nbwd)
-		give_back(r, b);
 	settle(r, b);
+	if (k->kst == NULL) {
+		ops_zero(&r->x, r->dq, b->c * r->hq * r->d * r->es, 0);
+		ops_zero(&r->x, r->dk, b->nkey * b->E * r->es, 0);
+		ops_zero(&r->x, r->dv, b->nkey * b->E * r->es, 0);
+	} else {
+		struct attn_io io = { r->q, r->k, r->v, r->o, r->lse, r->dout, r->dq, r->dk, r->dv,
+		                      r->x.stream[0] };
+		rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
+	}
+	if (nb > 0) {
+		ops_zero(&r->x, b->sendf, 2 * nb * sizeof(float), 0);
+		ops_acc2d(&r->x, b->sendf, 0, at(r->dk, b->c, b->E, r->es), r->type, 0, nb, 1, 0);
+		ops_acc2d(&r->x, b->sendf + nb, 0, at(r->dv, b->c, b->E, r->es), r->type, 0, nb, 1, 0);
+	}
+	give_back(r, b);
 	take_back(r, b);
-	ops_cast(&r->x, r->dk, r->type, b->acck, b->c * b->E, 0);
-	ops_cast(&r->x, r->dv, r->type, b->accv, b->c * b->E, 0);
 	return rc;
 }
 
@@ -1034,19 +1067,19 @@ static int shard_ranges(const struct bal *b, int rr, int64_t q0, int64_t q1, int
 	int n = 0;
 
 	for (int k = 0; k < p->per; k++) {
-		int64_t a = k * p->C, e = a + p->C, g = p->rank[rr].chunk[k] * p->C;
+		int64_t a = k * p->C, e = a + p->C, g = p->rank[rr].chunk[k] * p->C - a;
 		if (a < q0)
 			a = q0;
 		if (e > q1)
 			e = q1;
 		if (a >= e)
 			continue;
-		if (n > 0 && rg[n - 1][1] == g + a - k * p->C) {
-			rg[n - 1][1] = g + e - k * p->C;
+		if (n > 0 && rg[n - 1][1] == g + a) {
+			rg[n - 1][1] = g + e;
 			continue;
 		}
-		rg[n][0] = g + a - k * p->C;
-		rg[n][1] = g + e - k * p->C;
+		rg[n][0] = g + a;
+		rg[n][1] = g + e;
 		n++;
 	}
 	return n;
@@ -1063,7 +1096,7 @@ static int layout(const struct cp_run *r, int rank, int64_t (*rg)[2])
 static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, int *idx)
 {
 	const struct cp_bplan *p = &b->p;
-	int64_t (*qr)[2] = xcalloc(p->per, sizeof *qr), (*kr)[2];
+	int64_t (*qr)[2], (*kr)[2];
 	int nq, nk, st;
 	struct kstate *k;
 	struct attn_shape ls;
@@ -1071,9 +1104,9 @@ static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, in
 	for (int i = 0; i < b->nks; i++)
 		if (b->ks[i].q0 == g->q0 && b->ks[i].q1 == g->q1 && b->ks[i].kv == g->kv) {
 			*idx = i;
-			free(qr);
 			return CP_OK;
 		}
+	qr = xcalloc(p->per, sizeof *qr);
 	kr = xcalloc(p->per + b->rk->nblk, sizeof *kr);
 	nq = shard_ranges(b, b->me, g->q0, g->q1, qr);
 	nk = shard_ranges(b, b->me, 0, b->c, kr);
@@ -1103,7 +1136,6 @@ static int bal_setup(struct cp_run *r)
 	const struct cp_bplan *p = &b->p;
 	int bad = 0, bwd = r->job->pass == PASS_BWD, st, maxnb = 1;
 	int64_t maxrows = 0;
-	size_t es = r->es;
 
 	b->me = comm_rank(r->env->world);
 	b->rk = &p->rank[b->me];
@@ -1114,25 +1146,19 @@ static int bal_setup(struct cp_run *r)
 		for (int i = 0; i < p->rank[rr].nmsg; i++)
 			if (p->rank[rr].msg[i].nb > maxnb)
 				maxnb = p->rank[rr].msg[i].nb;
-	b->maxseg = 2 * maxnb;
-	b->sv = xcalloc(b->maxseg, sizeof *b->sv);
-	b->rv = xcalloc(b->maxseg, sizeof *b->rv);
+	b->sv = xcalloc(2 * maxnb, sizeof *b->sv);
+	b->rv = xcalloc(2 * maxnb, sizeof *b->rv);
 	b->so = xcalloc(maxnb, sizeof *b->so);
 	b->ko = xcalloc(maxnb, sizeof *b->ko);
 	b->len = xcalloc(maxnb, sizeof *b->len);
 	b->rin = xcalloc(b->rk->nmsg + 1, sizeof *b->rin);
-	b->rout = xcalloc((size_t)p->world * 2 * (maxnb + 1), sizeof *b->rout);
+	b->rout = xcalloc((size_t)p->world * (maxnb + 1), sizeof *b->rout);
 	b->rret = xcalloc(p->world, sizeof *b->rret);
 	b->retoff = xcalloc(p->world, sizeof *b->retoff);
 	for (int i = 0; i < b->rk->nfwd; i++)
-		if (b->rk->fwd[i].q1 - b->rk->fwd[i].q0 > maxrows && b->rk->fwd[i].q1 - b->rk->fwd[i].q0 < b->c)
+		if (b->rk->fwd[i].q1 - b->rk->fwd[i].q0 < b->c &&
+		    b->rk->fwd[i].q1 - b->rk->fwd[i].q0 > maxrows)
 			maxrows = b->rk->fwd[i].q1 - b->rk->fwd[i].q0;
-	for (int i = 0; i < b->rk->nbwd; i++)
-		if (b->rk->bwd[i].q1 - b->rk->bwd[i].q0 > maxrows && b->rk->bwd[i].q1 - b->rk->bwd[i].q0 < b->c)
-			maxrows = b->rk->bwd[i].q1 - b->rk->bwd[i].q0;
-
-	b->kb = cp_alloc(r, b->nkey * b->E * es, &bad);
-	b->vb = cp_alloc(r, b->nkey * b->E * es, &bad);
 	if (maxrows > 0)
 		b->ltmp = cp_alloc(r, maxrows * r->hq * sizeof(float), &bad);
 	if (bwd) {
@@ -1143,14 +1169,12 @@ static int bal_setup(struct cp_run *r)
 			for (int i = 0; i < no; i++)
 				nret += 2 * p->rank[from].msg[fo + i].nb * p->T * b->E;
 		}
-		b->acck = cp_alloc(r, b->nkey * b->E * sizeof(float), &bad);
-		b->accv = cp_alloc(r, b->nkey * b->E * sizeof(float), &bad);
-		b->dkt = cp_alloc(r, b->nkey * b->E * es, &bad);
-		b->dvt = cp_alloc(r, b->nkey * b->E * es, &bad);
-		b->ret = cp_alloc(r, (nret ? nret : 1) * sizeof(float), &bad);
+		b->sendf = cp_alloc(r, (2 * b->rk->nblk * p->T + 1) * b->E * sizeof(float), &bad);
+		b->ret = cp_alloc(r, (nret + 1) * sizeof(float), &bad);
+		b->tmpf = cp_alloc(r, (b->c + 1) * b->E * sizeof(float), &bad);
 	}
 	if (bad) {
-		cp_fail(r, "out of memory for the key buffer");
+		cp_fail(r, "out of memory for the transfers");
 		return CP_OOM;
 	}
 	b->pos = xcalloc(p->nchunk, sizeof *b->pos);
@@ -1164,7 +1188,7 @@ static int bal_setup(struct cp_run *r)
 		int n0 = b->nks;
 		if ((st = kstate(r, b, &b->rk->fwd[i], &b->fks[i])) != CP_OK)
 			return st;
-		if (b->nks > n0)
+		if (b->nks > n0 && b->ks[n0].piece.heads > 0)
 			r->work += (double)b->ks[n0].piece.area / b->ks[n0].piece.heads * r->hq;
 	}
 	for (int i = 0; bwd && i < b->rk->nbwd; i++)
@@ -1183,7 +1207,7 @@ static void bal_fini(struct cp_run *r)
 			r->env->kern->fini(b->ks[i].kst);
 		mask_free(&b->ks[i].piece);
 	}
-	cp_free(r, (void *[]){ b->kb, b->vb, b->ltmp, b->acck, b->accv, b->dkt, b->dvt, b->ret }, 8);
+	cp_free(r, (void *[]){ b->ltmp, b->sendf, b->ret, b->tmpf }, 4);
 	free(b->ks);
 	free(b->fks);
 	free(b->bks);
@@ -1219,9 +1243,10 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 		return cp_refuse(res, "%s", e);
 	}
 	st = cp_drive(&(struct cp_run){ .env = env, .job = job, .res = res, .U = 1, .R = W,
-	                                .layout = layout, .nrg = b->p.per, .self = b,
-	                                .setup = bal_setup, .fwd = bal_fwd, .bwd = bal_bwd,
-	                                .fini = bal_fini });
+	                                .layout = layout, .nrg = b->p.per,
+	                                .kpad = b->p.rank[comm_rank(env->world)].nblk * b->p.T,
+	                                .self = b, .setup = bal_setup, .fwd = bal_fwd,
+	                                .bwd = bal_bwd, .fini = bal_fini });
 	cp_balanced_free(&b->p);
 	free(b);
 	return st;

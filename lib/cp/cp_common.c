@@ -566,7 +566,7 @@ int cp_drive(struct cp_run *r)
 	int me = comm_rank(r->env->world), w = comm_size(r->env->world), st = CP_OK, bwd = job->pass == PASS_BWD;
 	int64_t (*rg)[2] = ranges_alloc(r);
 	int nr;
-	size_t nq, nk, nl;
+	size_t nq, nk, nl, nkp;
 	double *t = NULL, peak;
 	struct scratch sc = { NULL, 0 };
 	char e[160];
@@ -599,27 +599,30 @@ int cp_drive(struct cp_run *r)
 	ops_peak_reset(&r->x);
 
 	r->q = ops_alloc(&r->x, nq * r->es);
-	r->k = ops_alloc(&r->x, 2 * nk * r->es);
+	/* nkp: one of K, V, dK, dV with the strategy's room after it */
+	nkp = nk + (size_t)r->b * r->kpad * r->hkv * r->d;
+	r->k = ops_alloc(&r->x, 2 * nkp * r->es);
 	r->o = ops_alloc(&r->x, nq * r->es);
 	r->lse = ops_alloc(&r->x, nl * sizeof(float));
 	if (bwd) {
 		r->dout = ops_alloc(&r->x, nq * r->es);
 		r->dq = ops_alloc(&r->x, nq * r->es);
-		r->dk = ops_alloc(&r->x, 2 * nk * r->es);
+		r->dk = ops_alloc(&r->x, 2 * nkp * r->es);
 	}
 	if (!r->q || !r->k || !r->o || !r->lse || (bwd && (!r->dout || !r->dq || !r->dk))) {
 		st = CP_OOM;
 		cp_fail(r, "out of memory for the shards");
 	} else {
 		uint16_t *h = xmalloc((nq > 2 * nk ? nq : 2 * nk) * r->es);
-		r->v = (char *)r->k + nk * r->es;
+		r->v = (char *)r->k + nkp * r->es;
 		if (bwd)
-			r->dv = (char *)r->dk + nk * r->es;
+			r->dv = (char *)r->dk + nkp * r->es;
 		gen_shard(r, T_Q, r->hq, rg, nr, h);
 		ops_upload(&r->x, r->q, h, nq * r->es);
 		gen_shard(r, T_K, r->hkv, rg, nr, h);
 		gen_shard(r, T_V, r->hkv, rg, nr, h + nk);
-		ops_upload(&r->x, r->k, h, 2 * nk * r->es);
+		ops_upload(&r->x, r->k, h, nk * r->es);
+		ops_upload(&r->x, r->v, h + nk, nk * r->es);
 		if (bwd) {
 			gen_shard(r, T_DOUT, r->hq, rg, nr, h);
 			ops_upload(&r->x, r->dout, h, nq * r->es);
@@ -644,7 +647,7 @@ int cp_drive(struct cp_run *r)
 	t = xcalloc(job->iters + 1, sizeof *t);
 	{
 		void *fo[2] = { r->o, r->lse }, *bo[2] = { r->dq, r->dk };
-		size_t fn[2] = { nq * r->es, nl * sizeof(float) }, bn[2] = { nq * r->es, 2 * nk * r->es };
+		size_t fn[2] = { nq * r->es, nl * sizeof(float) }, bn[2] = { nq * r->es, 2 * nkp * r->es };
 
 		if (!bwd) {
 			timed(r, &sc, r->fwd, fo, fn, 2, t);

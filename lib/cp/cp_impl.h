@@ -18,7 +18,9 @@
  *   q, o, dout, dq  [b][c][hq][d]      k, v, dk, dv  [b][c][hkv][d]
  *   lse             float [b][hq][c]
  * v follows k in one allocation (v = k + b*c*hkv*d elements), dv follows
- * dk, so K and V move as one buffer. */
+ * dk, so K and V move as one buffer; unless the strategy asks for kpad
+ * tokens of room after each of k, v, dk and dv (v = k + b*(c+kpad)*hkv*d):
+ * its key buffer, shard first, with no copy. */
 struct cp_run {
 	const struct cp_env *env;
 	const struct cp_job *job;
@@ -33,6 +35,7 @@ struct cp_run {
 	 * order, at most nrg of them (c tokens in all); NULL for cp_ranges. */
 	int (*layout)(const struct cp_run *r, int rank, int64_t (*rg)[2]);
 	int nrg;
+	int64_t kpad;                /* room after k, v, dk, dv (tokens) */
 	double work;                 /* set by setup: allowed pairs x q heads this rank computes */
 	void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 	float *lse;
