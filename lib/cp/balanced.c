@@ -31,6 +31,7 @@ enum {
 	MAXCHUNK = 1024,     /* chunks in all */
 	MAXMSG = 3,          /* messages a step's blocks are cut into, about */
 	MAXRUN = 4,          /* stages of a forward pass, at most */
+	MAXTILE = 16384,     /* tiles in the sequence */
 };
 #define ROWCOST 0.5      /* a row of tiles' fixed cost, in tiles */
 #define TOL 0.02         /* of the mean bin load: ties for affinity */
@@ -701,6 +702,12 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	for (x.T = 128; x.T > 1 && (c % x.T || c / x.T < 4); x.T /= 2)
 		;
 	x.nt = x.S / x.T;
+	/* bitsets of nt x nt */
+	if (x.nt > MAXTILE) {
+		snprintf(err, errlen, "balanced: %lld tokens per rank in tiles of %lld: more than %d tiles "
+		         "(make it a multiple of 128)", (long long)c, (long long)x.T, MAXTILE);
+		return -1;
+	}
 	x.nw = (int)((x.nt + 63) / 64);
 	if (tiles(&x, err, errlen) < 0)
 		return -1;
