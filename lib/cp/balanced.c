@@ -791,6 +791,8 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 
 /* ---- the strategy ------------------------------------------------------------ */
 
+enum { EV_PASS = 2 };          /* ops events 0, 1 time the pass */
+
 struct kstate {                 /* a stage's kernel: shard rows x key prefix */
 	int64_t q0, q1, kv;
 	struct mask piece;
@@ -862,7 +864,9 @@ static void *at(const void *base, int64_t tok, int64_t E, size_t es)
 
 /* Every K/V transfer of the pass, started now on the comm's side stream in
  * the plan's order: per step, message m out paired with message m in,
- * straight from the sender's shard into the receiver's key buffer. */
+ * straight from the sender's shard into the receiver's key buffer.  They
+ * follow stream 1, which follows what stream 0 did before the pass and not
+ * what it was given since. */
 static void fetch(struct cp_run *r, struct bal *b)
 {
 	int W = b->p.world, me = b->me;
@@ -892,7 +896,7 @@ static void fetch(struct cp_run *r, struct bal *b)
 					b->rv[nr++] = (struct comm_seg){ at(r->v, b->ko[j], b->E, es), b->len[j] * b->E };
 			}
 			if (comm_iexchange(r->env->world, b->sv, ns, m < no ? to : -1, b->rv, nr,
-			                   m < ni ? from : -1, r->type, r->x.stream[0], &q) < 0)
+			                   m < ni ? from : -1, r->type, r->x.stream[1], &q) < 0)
 				cp_commfail(r, "exchange");
 			if (m < ni)
 				b->rin[fi + m] = q;
@@ -1023,13 +1027,27 @@ static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g,
 	return rc;
 }
 
+/* Stream 1 starts after what stream 0 did before the pass. */
+static void fork1(struct cp_run *r)
+{
+	ops_record(&r->x, EV_PASS, 0);
+	ops_wait(&r->x, 1, EV_PASS);
+}
+
 static int bal_fwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
-	int rc = 0;
+	int rc = 0, i = 0;
 
+	fork1(r);
+	/* A local-only stage is launched before the transfers are enqueued
+	 * (tens of microseconds of host time in NCCL's group calls) */
+	if (b->rk->nfwd > 0 && b->rk->fwd[0].wait == 0) {
+		rc |= stage_fwd(r, b, &b->rk->fwd[0], &b->ks[b->fks[0]]);
+		i = 1;
+	}
 	fetch(r, b);
-	for (int i = 0; i < b->rk->nfwd; i++) {
+	for (; i < b->rk->nfwd; i++) {
 		arrived(r, b, b->rk->fwd[i].wait);
 		rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
 	}
@@ -1046,6 +1064,7 @@ static int bal_bwd(struct cp_run *r)
 	int64_t nb = b->rk->nblk * b->p.T * b->E;
 	int rc = 0;
 
+	fork1(r);
 	fetch(r, b);
 	settle(r, b);
 	if (k->kst == NULL) {
