@@ -11,8 +11,9 @@
  * half a tile.  Chunks go to nodes and then to ranks by longest work first,
  * ties (within TOL of the lightest) to the bin whose chunks read or are
  * read by the chunk most, then swaps while the heaviest bin gets lighter.
- * The number of chunks per rank is the smallest that balances within 1% of
- * the best tried.
+ * Of the chunk counts that balance within IMBTOL of the best, the one with
+ * the least estimated time (work, and received blocks at alpha tiles each)
+ * wins.  The backward pass is one stage; see stages().
  *
  * Streams: 0 computes; the comm layer's side stream carries the exchanges
  * of the world communicator, which comm_wait orders before the stages that
@@ -485,20 +486,44 @@ static int byblkpos(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+struct rowc {
+	int cnt;             /* blocks of this step it reads */
+	int64_t qt;
+};
+
+static int byrowc(const void *a, const void *b)
+{
+	const struct rowc *x = a, *y = b;
+
+	if (x->cnt != y->cnt)
+		return x->cnt - y->cnt;
+	return x->qt < y->qt ? -1 : x->qt > y->qt;
+}
+
+/* The set bits of a & ~b (b may be NULL), word by word. */
+#define FOR_BITS(t, a, b, nw) \
+	for (int w_ = 0; w_ < (nw); w_++) \
+		for (uint64_t v_ = (a)[w_] & ((b) ? ~(b)[w_] : ~(uint64_t)0); v_; v_ &= v_ - 1) \
+			for (int64_t t = (int64_t)w_ * 64 + __builtin_ctzll(v_), o_ = 1; o_; o_ = 0)
+
 static void ranks(struct pctx *x, struct cp_bplan *p)
 {
-	int W = x->W, n = x->n, nstep = W - 1;
-	int64_t nt = x->nt, bpc = x->bpc;
-	int *stepof = xmalloc((size_t)W * sizeof *stepof);
-	int *last = xmalloc(nt * sizeof *last), *msgof = xmalloc(nt * sizeof *msgof);
-	int **ready = xcalloc(W, sizeof *ready), *key = xmalloc(n * sizeof *key);
-	int *pos = xmalloc(n * sizeof *pos);
-	uint64_t *X = xmalloc(x->nw * sizeof *X), *placed = xmalloc(x->nw * sizeof *placed);
-	int64_t *cur = xmalloc(nt * sizeof *cur), *tpos = xmalloc(nt * sizeof *tpos);
+	int W = x->W, n = x->n, nstep = W - 1, nw = x->nw;
+	int64_t nt = x->nt, bpc = x->bpc, nq = x->per * bpc;
+	int *stepof = xmalloc((size_t)W * sizeof *stepof), *msgof = xmalloc(nt * sizeof *msgof);
+	int *last = xmalloc(nt * sizeof *last), **ready = xcalloc(W, sizeof *ready);
+	int *key = xmalloc(n * sizeof *key), *pos = xmalloc(n * sizeof *pos);
+	uint64_t *own = xcalloc((size_t)W * nw, sizeof *own), *U = xmalloc(nw * sizeof *U);
+	uint64_t *X = xmalloc(nw * sizeof *X), *placed = xmalloc(nw * sizeof *placed);
+	int64_t *blk = xmalloc(nt * sizeof *blk), *tpos = xmalloc(nt * sizeof *tpos);
 	int64_t **mblk = xcalloc(W, sizeof *mblk);
+	struct rowc *rows = xmalloc(nq * sizeof *rows);
 
+	for (int64_t t = 0; t < nt; t++)
+		bset(own + (size_t)x->owner[t / bpc] * nw, t);
 	for (int r = 0; r < W; r++) {
 		struct cp_brank *rk = &p->rank[r];
+		const uint64_t *mine = own + (size_t)r * nw;
 		int nc = 0, cap = 4, nb = 0;
 
 		rk->chunk = xmalloc(x->per * sizeof *rk->chunk);
@@ -509,70 +534,52 @@ static void ranks(struct pctx *x, struct cp_bplan *p)
 			}
 		for (int s = 0; s < nstep; s++)
 			stepof[cp_bpeer(p, r, s, 0)] = s;
-		stepof[r] = -1;
-		/* The last step each row of tiles waits for */
+		/* What its rows read elsewhere; the last step each row waits for */
+		memset(U, 0, nw * sizeof *U);
 		for (int c = 0; c < nc; c++)
 			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
-				const uint64_t *nd = x->need + qt * x->nw;
+				const uint64_t *nd = x->need + qt * nw;
 				last[qt] = -1;
-				for (int64_t t = 0; t < nt; t++)
-					if (bget(nd, t) && x->owner[t / bpc] != r && stepof[x->owner[t / bpc]] > last[qt])
+				for (int w = 0; w < nw; w++)
+					U[w] |= nd[w] & ~mine[w];
+				FOR_BITS(t, nd, mine, nw)
+					if (stepof[x->owner[t / bpc]] > last[qt])
 						last[qt] = stepof[x->owner[t / bpc]];
 			}
-		/* Messages: per step, the blocks the rows finishing at that step
-		 * read, fewest first, cut into about MAXMSG messages */
+		/* Messages: per step, the blocks that the rows finishing at that
+		 * step read, the rows that read fewest first, cut into about
+		 * MAXMSG messages; blocks only later rows read go last */
 		rk->msg = xcalloc(cap, sizeof *rk->msg);
 		mblk[r] = xmalloc(nt * sizeof *mblk[r]);
 		for (int64_t t = 0; t < nt; t++)
 			msgof[t] = -1;
 		for (int s = 0; s < nstep; s++) {
 			int from = cp_bpeer(p, r, s, 0), nx = 0, ncur = 0, nrow = 0, thr;
-			int64_t *rows = cur;
-			int64_t *blk = xmalloc(nt * sizeof *blk);
 
-			memset(X, 0, x->nw * sizeof *X);
-			memset(placed, 0, x->nw * sizeof *placed);
-			for (int c = 0; c < nc; c++)
-				for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
-					for (int w = 0; w < x->nw; w++)
-						X[w] |= x->need[qt * x->nw + w];
-			for (int64_t t = 0; t < nt; t++)
-				if (bget(X, t) && x->owner[t / bpc] != from)
-					X[t >> 6] &= ~((uint64_t)1 << (t & 63));
-			nx = bcount(X, 0, nt);
-			if (nx == 0) {
-				free(blk);
-				continue;
+			for (int w = 0; w < nw; w++) {
+				X[w] = U[w] & own[(size_t)from * nw + w];
+				nx += __builtin_popcountll(X[w]);
 			}
+			if (nx == 0)
+				continue;
+			memset(placed, 0, nw * sizeof *placed);
 			thr = (nx + MAXMSG - 1) / MAXMSG;
 			for (int c = 0; c < nc; c++)
-				for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
-					if (last[qt] == s)
-						rows[nrow++] = qt;
-			/* fewest of this step's blocks first (insertion sort: few rows) */
-			for (int i = 1; i < nrow; i++) {
-				int64_t q = rows[i];
-				int cq = 0, j = i;
-				for (int64_t t = 0; t < nt; t++)
-					cq += bget(X, t) && bget(x->need + q * x->nw, t);
-				while (j > 0) {
-					int cp = 0;
-					for (int64_t t = 0; t < nt; t++)
-						cp += bget(X, t) && bget(x->need + rows[j - 1] * x->nw, t);
-					if (cp < cq || (cp == cq && rows[j - 1] < q))
-						break;
-					rows[j] = rows[j - 1];
-					j--;
+				for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
+					if (last[qt] != s)
+						continue;
+					rows[nrow] = (struct rowc){ 0, qt };
+					for (int w = 0; w < nw; w++)
+						rows[nrow].cnt += __builtin_popcountll(x->need[qt * nw + w] & X[w]);
+					nrow++;
 				}
-				rows[j] = q;
-			}
+			qsort(rows, nrow, sizeof *rows, byrowc);
 			for (int i = 0; i <= nrow; i++) {
-				for (int64_t t = 0; t < nt; t++) {
-					int want = i < nrow ? bget(x->need + rows[i] * x->nw, t) : 1;
-					if (want && bget(X, t) && !bget(placed, t)) {
-						bset(placed, t);
-						blk[ncur++] = t;
-					}
+				for (int w = 0; w < nw; w++) {
+					uint64_t v = X[w] & ~placed[w] & (i < nrow ? x->need[rows[i].qt * nw + w] : ~(uint64_t)0);
+					placed[w] |= v;
+					for (; v; v &= v - 1)
+						blk[ncur++] = (int64_t)w * 64 + __builtin_ctzll(v);
 				}
 				if (ncur >= thr || (i == nrow && ncur > 0)) {
 					if (rk->nmsg == cap)
@@ -587,25 +594,21 @@ static void ranks(struct pctx *x, struct cp_bplan *p)
 					ncur = 0;
 				}
 			}
-			free(blk);
 		}
 		rk->nblk = nb;
-		/* Each row of tiles: ready after its last message */
+		/* Each row of tiles is ready after its last message; the shard
+		 * holds chunks by the latest readiness of their rows */
 		ready[r] = xmalloc(nt * sizeof *ready[r]);
-		for (int c = 0; c < nc; c++)
-			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
-				const uint64_t *nd = x->need + qt * x->nw;
-				ready[r][qt] = -1;
-				for (int64_t t = 0; t < nt; t++)
-					if (bget(nd, t) && x->owner[t / bpc] != r && msgof[t] > ready[r][qt])
-						ready[r][qt] = msgof[t];
-			}
-		/* Shard order: chunks by the latest of their rows' readiness */
 		for (int c = 0; c < nc; c++) {
 			int mx = -1;
-			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++)
+			for (int64_t qt = rk->chunk[c] * bpc; qt < (rk->chunk[c] + 1) * bpc; qt++) {
+				ready[r][qt] = -1;
+				FOR_BITS(t, x->need + qt * nw, mine, nw)
+					if (msgof[t] > ready[r][qt])
+						ready[r][qt] = msgof[t];
 				if (ready[r][qt] > mx)
 					mx = ready[r][qt];
+			}
 			key[rk->chunk[c]] = mx;
 		}
 		sort_key_chunk = key;
@@ -620,8 +623,8 @@ static void ranks(struct pctx *x, struct cp_bplan *p)
 	sort_blk_pos = tpos;
 	for (int r = 0; r < W; r++) {
 		struct cp_brank *rk = &p->rank[r];
-		int *rd = xmalloc(x->per * bpc * sizeof *rd);
-		double *wk = xmalloc(x->per * bpc * sizeof *wk);
+		int *rd = xmalloc(nq * sizeof *rd);
+		double *wk = xmalloc(nq * sizeof *wk);
 
 		for (int i = 0; i < rk->nmsg; i++)
 			qsort(mblk[r] + rk->msg[i].b0, rk->msg[i].nb, sizeof *mblk[r], byblkpos);
@@ -632,7 +635,7 @@ static void ranks(struct pctx *x, struct cp_bplan *p)
 				rd[c * bpc + i] = ready[r][rk->chunk[c] * bpc + i];
 				wk[c * bpc + i] = x->tcost[rk->chunk[c] * bpc + i];
 			}
-		stages(p, rk, rd, wk, x->per * bpc);
+		stages(p, rk, rd, wk, nq);
 		free(rd);
 		free(wk);
 		for (int i = 0; i < rk->nmsg; i++)
@@ -645,14 +648,17 @@ static void ranks(struct pctx *x, struct cp_bplan *p)
 	free(ready);
 	free(mblk);
 	free(stepof);
-	free(last);
 	free(msgof);
+	free(last);
 	free(key);
 	free(pos);
+	free(own);
+	free(U);
 	free(X);
 	free(placed);
-	free(cur);
+	free(blk);
 	free(tpos);
+	free(rows);
 }
 
 void cp_balanced_free(struct cp_bplan *p)
