@@ -29,6 +29,7 @@ static _Atomic double wd_since;           /* 0: no blocking call under way */
 static const char *_Atomic wd_what;
 static atomic_int aborting;
 static int die_rank = -1, die_after = 3, nops;
+static _Atomic unsigned long long sent;   /* comm_sent */
 
 #ifndef HAVE_MPI
 const struct comm_be comm_mpi_be = { .name = "mpi" };
@@ -213,6 +214,22 @@ static int bad_type(const struct comm *c, const char *op, int type, int sum)
 	return 0;
 }
 
+void comm_sent_reset(void)
+{
+	atomic_store(&sent, 0);
+}
+
+double comm_sent(void)
+{
+	return (double)atomic_load(&sent);
+}
+
+/* n elements of type counted as sent, times num/den (the collectives) */
+static void count_sent(size_t n, int type, size_t num, size_t den)
+{
+	atomic_fetch_add(&sent, (unsigned long long)(n * comm_type_size(type) * num / den));
+}
+
 int comm_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, int src,
     size_t count, int type, void *stream, struct comm_req **req)
 {
@@ -233,6 +250,43 @@ int comm_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, int sr
 		free(r);
 		return -1;
 	}
+	if (dst >= 0 && dst != c->rank)
+		count_sent(count, type, 1, 1);
+	*req = r;
+	return 0;
+}
+
+int comm_iexchange(struct comm *c, const struct comm_seg *sv, int ns, int dst,
+    const struct comm_seg *rv, int nr, int src, int type, void *stream, struct comm_req **req)
+{
+	struct comm_req *r;
+	size_t n = 0;
+	int rc, i;
+
+	*req = NULL;
+	if (bad_type(c, "exchange", type, 0))
+		return -1;
+	if (dst >= c->size || src >= c->size)
+		return bad(c, "exchange", "peer out of range");
+	if (c->be->exchange == NULL)
+		return bad(c, "exchange", "not in this backend");
+	if (dst < 0)
+		ns = 0;
+	if (src < 0)
+		nr = 0;
+	r = xcalloc(1, sizeof *r);
+	r->c = c;
+	arm(c, "exchange");
+	rc = disarm(c, NOSTREAM, "exchange",
+	    c->be->exchange(c, sv, ns, dst, rv, nr, src, type, stream, r));
+	if (rc == -1) {
+		free(r);
+		return -1;
+	}
+	for (i = 0; i < ns; i++)
+		n += sv[i].count;
+	if (dst >= 0 && dst != c->rank)
+		count_sent(n, type, 1, 1);
 	*req = r;
 	return 0;
 }
@@ -256,6 +310,7 @@ int comm_alltoall(struct comm *c, const void *sbuf, void *rbuf, size_t count, in
 	if (bad_type(c, "alltoall", type, 0))
 		return -1;
 	arm(c, "alltoall");
+	count_sent(count, type, c->size - 1, 1);
 	return disarm(c, stream, "alltoall", c->be->alltoall(c, sbuf, rbuf, count, type, stream));
 }
 
@@ -264,6 +319,7 @@ int comm_allgather(struct comm *c, const void *sbuf, void *rbuf, size_t count, i
 	if (bad_type(c, "allgather", type, 0))
 		return -1;
 	arm(c, "allgather");
+	count_sent(count, type, c->size - 1, 1);
 	return disarm(c, stream, "allgather", c->be->allgather(c, sbuf, rbuf, count, type, stream));
 }
 
@@ -272,6 +328,7 @@ int comm_reducescatter(struct comm *c, const void *sbuf, void *rbuf, size_t coun
 	if (bad_type(c, "reducescatter", type, 1))
 		return -1;
 	arm(c, "reducescatter");
+	count_sent(count, type, c->size - 1, 1);
 	return disarm(c, stream, "reducescatter",
 	    c->be->reducescatter(c, sbuf, rbuf, count, type, stream));
 }
@@ -289,6 +346,7 @@ int comm_allreduce(struct comm *c, void *buf, size_t count, int type, const char
 	else
 		return bad(c, "allreduce", "op is not sum or max");
 	arm(c, "allreduce");
+	count_sent(count, type, 2 * (c->size - 1), c->size);
 	return disarm(c, stream, "allreduce", c->be->allreduce(c, buf, count, type, o, stream));
 }
 

@@ -35,6 +35,20 @@ int  comm_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, int s
                     size_t count, int type, void *stream, struct comm_req **req);
 int  comm_wait(struct comm_req *req, void *stream);
 
+/* The general paired exchange: the ns segments of sv, in order, to dst and
+ * the nr segments of rv from src, as one operation (comm_isendrecv's rules;
+ * the two sides' counts may differ).  The receiver's segments must match
+ * the sender's one for one in count; zero-count segments are skipped on
+ * both sides.  Several exchanges in flight between two ranks match in the
+ * order they were started. */
+struct comm_seg {
+	void *buf;
+	size_t count;
+};
+int  comm_iexchange(struct comm *c, const struct comm_seg *sv, int ns, int dst,
+                    const struct comm_seg *rv, int nr, int src, int type, void *stream,
+                    struct comm_req **req);
+
 /* count is per rank: sbuf holds size*count elements, block i going to rank i. */
 int  comm_alltoall(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream);
 /* rbuf holds size*count: block i from rank i. */
@@ -45,6 +59,14 @@ int  comm_reducescatter(struct comm *c, const void *sbuf, void *rbuf, size_t cou
 /* In place; op is "sum" or "max".  Types CT_F32, CT_F64. */
 int  comm_allreduce(struct comm *c, void *buf, size_t count, int type, const char *op, void *stream);
 int  comm_barrier(struct comm *c);
+
+/* Payload bytes this rank has sent since comm_sent_reset, every comm of the
+ * process together: point-to-point sends to another rank, and for the
+ * collectives what their usual algorithms (ring, pairwise) move from each
+ * rank: all-to-all, all-gather and reduce-scatter (size-1) blocks,
+ * all-reduce 2(size-1)/size of the buffer.  Barriers count nothing. */
+void   comm_sent_reset(void);
+double comm_sent(void);
 
 void comm_abort(struct comm *c, const char *why) __attribute__((noreturn));
 void comm_free(struct comm *c);

@@ -30,6 +30,9 @@ struct comm_be {
 	int  (*isendrecv)(struct comm *c, const void *sbuf, int dst, void *rbuf, int src,
 	                  size_t count, int type, void *stream, struct comm_req *req);
 	int  (*wait)(struct comm_req *req, void *stream);
+	int  (*exchange)(struct comm *c, const struct comm_seg *sv, int ns, int dst,
+	                 const struct comm_seg *rv, int nr, int src, int type, void *stream,
+	                 struct comm_req *req);
 	int  (*alltoall)(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream);
 	int  (*allgather)(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream);
 	int  (*reducescatter)(struct comm *c, const void *sbuf, void *rbuf, size_t count, int type, void *stream);

@@ -10,7 +10,8 @@
 #include "util.h"
 
 struct mreq {
-	MPI_Request r[2];
+	int n;
+	MPI_Request r[];
 };
 
 static MPI_Comm mc(const struct comm *c)
@@ -103,7 +104,8 @@ static int m_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, in
 	(void)stream;
 	if (!count_ok(c, "sendrecv", count))
 		return -1;
-	m = xmalloc(sizeof *m);
+	m = xmalloc(sizeof *m + 2 * sizeof m->r[0]);
+	m->n = 2;
 	m->r[0] = m->r[1] = MPI_REQUEST_NULL;
 	if ((src >= 0 && fail(c, "Irecv", MPI_Irecv(rbuf, (int)count, mtype(type), src, 7, mc(c), &m->r[0]))) ||
 	    (dst >= 0 && fail(c, "Isend", MPI_Isend(sbuf, (int)count, mtype(type), dst, 7, mc(c), &m->r[1])))) {
@@ -114,13 +116,45 @@ static int m_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, in
 	return 0;
 }
 
+/* Segments travel as messages of their own under one tag: MPI keeps the
+ * order of one sender's messages, so they match one for one. */
+static int m_exchange(struct comm *c, const struct comm_seg *sv, int ns, int dst,
+    const struct comm_seg *rv, int nr, int src, int type, void *stream, struct comm_req *req)
+{
+	struct mreq *m;
+	int i, k = 0;
+
+	(void)stream;
+	for (i = 0; i < ns; i++)
+		if (!count_ok(c, "exchange", sv[i].count))
+			return -1;
+	for (i = 0; i < nr; i++)
+		if (!count_ok(c, "exchange", rv[i].count))
+			return -1;
+	m = xmalloc(sizeof *m + (size_t)(ns + nr + 1) * sizeof m->r[0]);
+	for (i = 0; i < nr; i++)
+		if (rv[i].count > 0 && fail(c, "Irecv", MPI_Irecv(rv[i].buf, (int)rv[i].count,
+		    mtype(type), src, 8, mc(c), &m->r[k++])))
+			goto bad;
+	for (i = 0; i < ns; i++)
+		if (sv[i].count > 0 && fail(c, "Isend", MPI_Isend(sv[i].buf, (int)sv[i].count,
+		    mtype(type), dst, 8, mc(c), &m->r[k++])))
+			goto bad;
+	m->n = k;
+	req->impl = m;
+	return 0;
+bad:
+	free(m);
+	return -1;
+}
+
 static int m_wait(struct comm_req *req, void *stream)
 {
 	struct mreq *m = req->impl;
 	int rc;
 
 	(void)stream;
-	rc = MPI_Waitall(2, m->r, MPI_STATUSES_IGNORE);
+	rc = MPI_Waitall(m->n, m->r, MPI_STATUSES_IGNORE);
 	free(m);
 	return fail(req->c, "Waitall", rc);
 }
@@ -183,6 +217,7 @@ const struct comm_be comm_mpi_be = {
 	.split = m_split,
 	.isendrecv = m_isendrecv,
 	.wait = m_wait,
+	.exchange = m_exchange,
 	.alltoall = m_alltoall,
 	.allgather = m_allgather,
 	.reducescatter = m_reducescatter,

@@ -234,6 +234,43 @@ static int n_isendrecv(struct comm *c, const void *sbuf, int dst, void *rbuf, in
 	return 0;
 }
 
+static int n_exchange(struct comm *c, const struct comm_seg *sv, int ns, int dst,
+    const struct comm_seg *rv, int nr, int src, int type, void *stream, struct comm_req *req)
+{
+	struct ncomm *n = nc(c);
+	struct nreq *q = xcalloc(1, sizeof *q);
+	ncclResult_t r = ncclSuccess;
+	int i;
+
+	if (cuda_ok(c, "exchange", cudaEventRecord(n->ready, (cudaStream_t)stream)) ||
+	    cuda_ok(c, "exchange", cudaStreamWaitEvent(n->side, n->ready, 0)) ||
+	    cuda_ok(c, "exchange", cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming))) {
+		free(q);
+		return -1;
+	}
+	/* Sends and receives of one peer match in the order they are posted */
+	ncclGroupStart();
+	for (i = 0; i < nr && (r == ncclSuccess || r == ncclInProgress); i++)
+		if (rv[i].count > 0)
+			r = ncclRecv(rv[i].buf, rv[i].count, ntype(type), src, n->nc, n->side);
+	for (i = 0; i < ns && (r == ncclSuccess || r == ncclInProgress); i++)
+		if (sv[i].count > 0)
+			r = ncclSend(sv[i].buf, sv[i].count, ntype(type), dst, n->nc, n->side);
+	if (r == ncclSuccess || r == ncclInProgress)
+		r = ncclGroupEnd();
+	else
+		ncclGroupEnd();
+	if (settle(c, n->nc, r, "exchange") == -1 ||
+	    cuda_ok(c, "exchange", cudaEventRecord(q->done, n->side))) {
+		cudaEventDestroy(q->done);
+		free(q);
+		return -1;
+	}
+	track(c, n->side, "exchange");
+	req->impl = q;
+	return 0;
+}
+
 static int n_wait(struct comm_req *req, void *stream)
 {
 	struct nreq *q = req->impl;
@@ -366,6 +403,7 @@ const struct comm_be comm_nccl_be = {
 	.split = n_split,
 	.isendrecv = n_isendrecv,
 	.wait = n_wait,
+	.exchange = n_exchange,
 	.alltoall = n_alltoall,
 	.allgather = n_allgather,
 	.reducescatter = n_reducescatter,

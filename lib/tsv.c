@@ -7,7 +7,7 @@ const char *const tsv_columns[] = {
 	"heads_q", "heads_kv", "head_dim", "dtype", "pass", "world", "ulysses",
 	"ring", "status", "iters", "ms_median", "ms_min", "ms_max", "tflops",
 	"mem_gib", "device", "host", "commit", "seed",
-	"stack", NULL
+	"stack", "sent_bytes", "imbalance", NULL
 };
 
 void tsv_header(FILE *fp)
@@ -59,7 +59,8 @@ void tsv_row(FILE *fp, const struct row *r)
 	field(fp, r->host);
 	field(fp, r->commit);
 	fprintf(fp, "\t%llu", (unsigned long long)r->seed);
-	field(fp, r->stack != NULL ? r->stack : "-");
+	"mem_gib", "device", "host", "commit", "seed",
+	"stack", "sent_bytes", "imbalance", NULL
 	fputc('\n', fp);
 }
 

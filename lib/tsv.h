@@ -19,6 +19,9 @@ struct row {
 	const char *device, *host, *commit;
 	uint64_t seed;
 	const char *stack;            /* stack.h's text; NULL is "-" */
+	int comm;                     /* 1: a CP row, the two below are printed */
+	double sent_bytes;            /* payload bytes sent per rank in one pass, max over ranks */
+	double imbalance;             /* per-rank allowed area (x q heads) max/mean; 0 = empty */
 };
 
 extern const char *const tsv_columns[];   /* NULL-terminated */

@@ -39,6 +39,8 @@ struct cp_result {
 	int ulysses, ring;           /* degrees used (world = ulysses * ring) */
 	double ms_median, ms_min, ms_max;   /* of the slowest rank, the same on every rank */
 	double mem_bytes;            /* peak over ranks */
+	double sent_bytes;           /* comm_sent of one timed pass, max over ranks */
+	double imbalance;            /* allowed pairs x q heads computed per rank, max/mean; 0 if none */
 	double err[5];               /* --check: relative errors of o, lse, dq, dk, dv */
 };
 

@@ -258,6 +258,17 @@ int cp_plan(struct cp_run *r, int64_t qr[][2], int nq, int64_t kr[][2], int nk,
 
 /* ---- inputs ----------------------------------------------------------- */
 
+/* Rank rk's token ranges in shard order; rg holds max(2, r->nrg). */
+static int ranges_of(const struct cp_run *r, int rk, int64_t (*rg)[2])
+{
+	return r->layout ? r->layout(r, rk, rg) : cp_ranges(r->S, r->R, r->U, rk, rg);
+}
+
+static int64_t (*ranges_alloc(const struct cp_run *r))[2]
+{
+	return xcalloc(r->nrg > 2 ? r->nrg : 2, sizeof(int64_t[2]));
+}
+
 /* Element i of tensor t, the same on every rank and in the reference: a
  * hash of (seed, t, i), so a rank makes its shard without the whole tensor.
  * Roughly normal (sum of four uniforms), never zero after rounding. */
@@ -390,6 +401,7 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
                   void **outs, size_t *nouts, int nout, double *t)
 {
 	int n = r->job->warmup + r->job->iters;
+	double sent = 0;
 
 	for (int it = 0; it < n; it++) {
 		for (int i = 0; i < nout; i++)
@@ -397,14 +409,18 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
 		ops_sync(&r->x);
 		if (comm_barrier(r->env->world) < 0)
 			cp_commfail(r, "barrier");
+		comm_sent_reset();
 		ops_tstart(&r->x);
 		pass(r);        /* a failure is in r->why, for agree() */
 		double ms = ops_tstop(&r->x);
+		sent = comm_sent();
 		if (it >= r->job->warmup)
 			t[it - r->job->warmup] = ms;
 	}
 	if (r->job->iters > 0)
 		host_allreduce(r, sc, t, r->job->iters, "max");
+	host_allreduce(r, sc, &sent, 1, "max");
+	r->res->sent_bytes = sent;
 }
 
 /* ---- the check ------------------------------------------------------------- */
@@ -413,8 +429,8 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
 static void place(const struct cp_run *r, int rk, const char *src, int H, int lse, size_t es,
                   double *out)
 {
-	int64_t rg[2][2];
-	int n = cp_ranges(r->S, r->R, r->U, rk, rg);
+	int64_t (*rg)[2] = ranges_alloc(r);
+	int n = ranges_of(r, rk, rg);
 	size_t o = 0;
 
 	for (int bi = 0; bi < r->b; bi++) {
@@ -438,6 +454,7 @@ static void place(const struct cp_run *r, int rk, const char *src, int H, int ls
 				}
 			}
 	}
+	free(rg);
 }
 
 /* Gather a shard of H heads per token ([b][c][H][d], elem bytes each, or
@@ -547,9 +564,9 @@ int cp_drive(struct cp_run *r)
 	const struct cp_job *job = r->job;
 	struct cp_result *res = r->res;
 	int me = comm_rank(r->env->world), w = comm_size(r->env->world), st = CP_OK, bwd = job->pass == PASS_BWD;
-	int64_t rg[2][2];
+	int64_t (*rg)[2] = ranges_alloc(r);
 	int nr;
-	size_t nq, nk, nl;
+	size_t nq, nk, nl, nkp;
 	double *t = NULL, peak;
 	struct scratch sc = { NULL, 0 };
 	char e[160];
@@ -564,7 +581,7 @@ int cp_drive(struct cp_run *r)
 	r->c = r->S / ((int64_t)r->R * r->U);
 	res->ulysses = r->U;
 	res->ring = r->R;
-	nr = cp_ranges(r->S, r->R, r->U, me, rg);
+	nr = ranges_of(r, me, rg);
 	nq = (size_t)r->b * r->c * r->hq * r->d;
 	nk = (size_t)r->b * r->c * r->hkv * r->d;
 	nl = (size_t)r->b * r->hq * r->c;
@@ -573,6 +590,7 @@ int cp_drive(struct cp_run *r)
 		/* The backend is the same everywhere, so every rank fails alike. */
 		res->status = CP_ERROR;
 		snprintf(res->why, sizeof res->why, "%s", e);
+		free(rg);
 		return res->status;
 	}
 	sc.n = (size_t)(w + 1) * (4 + WHYLEN) + (size_t)(job->iters + 8) * sizeof(double);
@@ -581,27 +599,30 @@ int cp_drive(struct cp_run *r)
 	ops_peak_reset(&r->x);
 
 	r->q = ops_alloc(&r->x, nq * r->es);
-	r->k = ops_alloc(&r->x, 2 * nk * r->es);
+	/* nkp: one of K, V, dK, dV with the strategy's room after it */
+	nkp = nk + (size_t)r->b * r->kpad * r->hkv * r->d;
+	r->k = ops_alloc(&r->x, 2 * nkp * r->es);
 	r->o = ops_alloc(&r->x, nq * r->es);
 	r->lse = ops_alloc(&r->x, nl * sizeof(float));
 	if (bwd) {
 		r->dout = ops_alloc(&r->x, nq * r->es);
 		r->dq = ops_alloc(&r->x, nq * r->es);
-		r->dk = ops_alloc(&r->x, 2 * nk * r->es);
+		r->dk = ops_alloc(&r->x, 2 * nkp * r->es);
 	}
 	if (!r->q || !r->k || !r->o || !r->lse || (bwd && (!r->dout || !r->dq || !r->dk))) {
 		st = CP_OOM;
 		cp_fail(r, "out of memory for the shards");
 	} else {
 		uint16_t *h = xmalloc((nq > 2 * nk ? nq : 2 * nk) * r->es);
-		r->v = (char *)r->k + nk * r->es;
+		r->v = (char *)r->k + nkp * r->es;
 		if (bwd)
-			r->dv = (char *)r->dk + nk * r->es;
+			r->dv = (char *)r->dk + nkp * r->es;
 		gen_shard(r, T_Q, r->hq, rg, nr, h);
 		ops_upload(&r->x, r->q, h, nq * r->es);
 		gen_shard(r, T_K, r->hkv, rg, nr, h);
 		gen_shard(r, T_V, r->hkv, rg, nr, h + nk);
-		ops_upload(&r->x, r->k, h, 2 * nk * r->es);
+		ops_upload(&r->x, r->k, h, nk * r->es);
+		ops_upload(&r->x, r->v, h + nk, nk * r->es);
 		if (bwd) {
 			gen_shard(r, T_DOUT, r->hq, rg, nr, h);
 			ops_upload(&r->x, r->dout, h, nq * r->es);
@@ -615,11 +636,18 @@ int cp_drive(struct cp_run *r)
 	ops_sync(&r->x);
 	if ((st = agree(r, &sc, st)) != CP_OK)
 		goto out;
+	{
+		double wk[2] = { r->work, r->work };
+
+		host_allreduce(r, &sc, &wk[0], 1, "max");
+		host_allreduce(r, &sc, &wk[1], 1, "sum");
+		res->imbalance = wk[1] > 0 ? wk[0] / (wk[1] / w) : 0;
+	}
 
 	t = xcalloc(job->iters + 1, sizeof *t);
 	{
 		void *fo[2] = { r->o, r->lse }, *bo[2] = { r->dq, r->dk };
-		size_t fn[2] = { nq * r->es, nl * sizeof(float) }, bn[2] = { nq * r->es, 2 * nk * r->es };
+		size_t fn[2] = { nq * r->es, nl * sizeof(float) }, bn[2] = { nq * r->es, 2 * nkp * r->es };
 
 		if (!bwd) {
 			timed(r, &sc, r->fwd, fo, fn, 2, t);
@@ -671,5 +699,6 @@ out:
 	cp_free(r, (void *[]){ r->q, r->k, r->o, r->lse, r->dout, r->dq, r->dk, sc.dev }, 8);
 	ops_fini(&r->x);
 	free(t);
+	free(rg);
 	return st;
 }

@@ -507,6 +507,7 @@ static int hyb_setup(struct cp_run *r)
 
 		if (st != CP_OK)
 			return st;
+		r->work += (double)h->piece[src].area / h->piece[src].heads * h->hql;
 	}
 	return CP_OK;
 }

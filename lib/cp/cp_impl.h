@@ -18,7 +18,9 @@
  *   q, o, dout, dq  [b][c][hq][d]      k, v, dk, dv  [b][c][hkv][d]
  *   lse             float [b][hq][c]
  * v follows k in one allocation (v = k + b*c*hkv*d elements), dv follows
- * dk, so K and V move as one buffer. */
+ * dk, so K and V move as one buffer; unless the strategy asks for kpad
+ * tokens of room after each of k, v, dk and dv (v = k + b*(c+kpad)*hkv*d):
+ * its key buffer, shard first, with no copy. */
 struct cp_run {
 	const struct cp_env *env;
 	const struct cp_job *job;
@@ -29,6 +31,12 @@ struct cp_run {
 	int b, hq, hkv, d;
 	int64_t S, c;
 	int U, R;
+	/* Another layout than the one above: rank's token ranges in shard
+	 * order, at most nrg of them (c tokens in all); NULL for cp_ranges. */
+	int (*layout)(const struct cp_run *r, int rank, int64_t (*rg)[2]);
+	int nrg;
+	int64_t kpad;                /* room after k, v, dk, dv (tokens) */
+	double work;                 /* set by setup: allowed pairs x q heads this rank computes */
 	void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
 	float *lse;
 	char why[160];               /* a failure on this rank; first one wins */
@@ -102,5 +110,71 @@ struct cp_step *cps_at(struct cp_sched *s, int rank, int k);
 int  cps_attn(struct cp_sched *s, const struct mask *m, int64_t qr[][2], int nq,
               int64_t kr[][2], int nk, int hq, int hkv);
 void cps_xfer(const struct cp_sched *s, struct cp_xfer *x, int how, int me, int peer, double bytes);
+
+/* ---- balanced (lib/cp/balanced.c) -------------------------------------
+ * Its plan is a pure function of (mask, world, node size, shape), so that a
+ * cost model can lay out every rank's schedule without running it.
+ *
+ * The sequence is cut into nchunk = world * per chunks of C tokens; rank r
+ * holds per of them, rank[r].chunk[] in shard order (its tokens, in that
+ * order, are its shard).  Tiles of T tokens are both the cost model's unit
+ * (tiles the kernel visits, plus ROWCOST per row of tiles) and the unit of
+ * transfer: key block b is tokens [b*T, (b+1)*T).  Rank r receives exactly
+ * the blocks of other ranks that its rows read, rank[r].blk[] in arrival
+ * order, in messages rank[r].msg[]; its key buffer is its shard followed by
+ * those blocks.  Exchange step s (0 .. world-2) has rank r send to
+ * cp_bpeer(p, r, s, 1) and receive from cp_bpeer(p, r, s, 0): the steps
+ * inside a node come first.  What r sends at step s is what that peer
+ * receives at step s (its messages of that step, in order).
+ *
+ * A stage runs shard rows [q0, q1) against the first kv tokens of the key
+ * buffer once messages 0 .. wait-1 have arrived.  Every row is in exactly
+ * one stage of a pass, so nothing is merged: the forward pass runs the
+ * local-only stages first (they hide the transfers), the backward pass
+ * half of them first and half after the dK/dV partials of received blocks
+ * have gone home (before stage bret), summed in fp32 by their owners. */
+struct cp_bmsg {
+	int step, peer;             /* exchange step; the sending rank */
+	int b0, nb;                 /* blk[b0 .. b0+nb) of the receiver */
+};
+
+struct cp_bstage {
+	int64_t q0, q1;             /* shard rows */
+	int64_t kv;                 /* key buffer tokens it reads: a prefix */
+	int wait;                   /* messages that must have arrived first */
+	double work;                /* the cost model's, in tiles */
+};
+
+struct cp_brank {
+	int *chunk;                 /* [per] global chunk ids, shard order */
+	int64_t *blk;               /* [nblk] key blocks received, arrival order */
+	int nblk;
+	struct cp_bmsg *msg;        /* [nmsg] incoming messages, arrival order */
+	int nmsg;
+	struct cp_bstage *fwd, *bwd;
+	int nfwd, nbwd;
+	int bret;                   /* backward: partials go home before stage bret */
+	double work;                /* its chunks' cost */
+	double area;                /* allowed pairs of its rows, summed over mask heads */
+	double sendblk;             /* key blocks it sends in a pass (forward) */
+};
+
+struct cp_bplan {
+	int world, node_size, per, nchunk;
+	int64_t S, C, T;            /* tokens; chunk; tile = key block */
+	int *owner;                 /* [nchunk] the rank holding chunk i */
+	double *cost;               /* [nchunk] work of the chunk's rows, in tiles */
+	struct cp_brank *rank;      /* [world] */
+	double imbalance;           /* per-rank area, max/mean */
+	double cost_imbalance;      /* per-rank cost, max/mean */
+	double kv_bytes;            /* bytes of K and V of one key block (shape's heads_kv, head_dim, dtype) */
+};
+
+/* 0, or -1 with a message (the shape or the world does not fit). */
+int  cp_balanced_plan(const struct mask *m, int world, int node_size, const struct attn_shape *s,
+                      struct cp_bplan *p, char *err, size_t errlen);
+void cp_balanced_free(struct cp_bplan *p);
+/* Step s's peer of rank r: the rank it sends to (to = 1) or receives from. */
+int  cp_bpeer(const struct cp_bplan *p, int r, int s, int to);
 
 #endif

@@ -273,6 +273,8 @@ static int rag_setup(struct cp_run *r)
 	ls = cp_local_shape(r, r->c, r->S, a->hqg, a->hkg);
 	st = cp_plan(r, qr, nq, kr, nk, &ls, &a->piece, &a->kst);
 	free(kr);
+	if (a->piece.heads > 0)
+		r->work = (double)a->piece.area / a->piece.heads * r->hq;
 	return st;
 }
 

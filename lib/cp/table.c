@@ -3,7 +3,8 @@
 
 #include "cp.h"
 
-extern const struct cp_ops cp_ulysses, cp_ring_p2p, cp_ring_allgather, cp_usp, cp_loongtrain;
+extern const struct cp_ops cp_ulysses, cp_ring_p2p, cp_ring_allgather, cp_usp, cp_loongtrain,
+                            cp_balanced;
 
 const struct cp_ops *const cp_table[] = {
 	&cp_ulysses,
@@ -11,6 +12,7 @@ const struct cp_ops *const cp_table[] = {
 	&cp_ring_allgather,
 	&cp_usp,
 	&cp_loongtrain,
+	&cp_balanced,
 	NULL
 };
 

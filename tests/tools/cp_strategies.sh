@@ -26,7 +26,7 @@ maskgen -p causal_document -n 500 -s 2 -o "$T/odd.amask" || { fail cp-masks "mas
 run 4 cpbench --backend mpi --node-size 2 -H 8:2 -D 16 -w 0 -n 1 --check \
     "$T/fd.amask" >"$T/gqa" 2>"$T/gqa.err"
 check cp-gqa-replicated-exit test $? -eq 0
-check cp-gqa-replicated-ok test "$(rows "$T/gqa" ok)" -eq 10
+check cp-gqa-replicated-ok test "$(rows "$T/gqa" ok)" -eq 12
 check cp-gqa-ulysses-degree test "$(awk -F'\t' '$2 == "ulysses" { print $14 "x" $15 }' "$T/gqa" | sort -u)" = 4x1
 check cp-gqa-loongtrain-degree test "$(awk -F'\t' '$2 == "loongtrain" { print $14 "x" $15 }' "$T/gqa" | sort -u)" = 1x4
 
@@ -44,7 +44,7 @@ check cp-loongtrain-2x2-ok test "$(awk -F'\t' '$16 == "ok" { print $14 "x" $15 }
 run 2 cpbench --backend mpi -H 4:4 -D 16 -t fp16 -w 1 -n 2 --check \
     "$T/c.amask" >"$T/mha" 2>"$T/mha.err"
 check cp-mha-fp16-exit test $? -eq 0
-check cp-mha-fp16-ok test "$(rows "$T/mha" ok)" -eq 10
+check cp-mha-fp16-ok test "$(rows "$T/mha" ok)" -eq 12
 check cp-mha-fp16-times test "$(awk -F'\t' 'NR > 1 && !($18 > 0 && $19 <= $18 && $18 <= $20)' "$T/mha" | wc -l)" -eq 0
 
 # 500 tokens: 4 ranks split them, 8 zigzag chunks do not.

@@ -41,7 +41,7 @@ sed -n 's/.*Fl \\-\([a-z\\-]*\).*/--\1/p' "$TOP/man/man1/cpbench.1" | sed 's/\\/
 check cpbench-man-help cmp -s "$T/h.opts" "$T/m.opts"
 
 cpbench -l >"$T/list"
-check cpbench-list test "$(cut -f1 "$T/list" | sort | tr '\n' ' ')" = "loongtrain ring_allgather ring_p2p ulysses usp "
+check cpbench-list test "$(cut -f1 "$T/list" | sort | tr '\n' ' ')" = "balanced loongtrain ring_allgather ring_p2p ulysses usp "
 
 if ! command -v mpirun >/dev/null; then
 	skip cpbench-mpirun "no mpirun (openmpi-bin)"; finish
@@ -52,7 +52,7 @@ run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 -w 0 -n 1 --check \
     "$T/cd.amask" >"$T/rows" 2>"$T/err"
 rc=$?
 check cpbench-mpirun-exit test $rc -eq 0
-check cpbench-mpirun-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 10
+check cpbench-mpirun-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 12
 check cpbench-mpirun-usp-degrees test "$(awk -F'\t' '$2 == "usp" { print $14 "x" $15 }' "$T/rows" | sort -u)" = 2x2
 check cpbench-topology-lines test "$(grep -c '^cpbench: rank [0-3]/4 on ' "$T/err")" -eq 4
 [ $rc -eq 0 ] || cat "$T/err"

@@ -26,6 +26,21 @@ check "seqlen ascending numerically" sh -c "awk '/^causal fwd/{f=1;next} f&&/^\$
 check "cpbench columns strategy/world" grep -q 'ring_p2p/8  ulysses/8  ring_p2p/4' "$F/summarize-table.txt"
 check "CPU rows recomputed from ms and area" grep -q '0.0047$' "$F/summarize-table.txt"
 
+# Rows with the newer columns (sent_bytes, imbalance after seed), alone or
+# after a stream without them, give the same tables.
+awk -F'\t' -v OFS='\t' 'NR == 1 { print $0, "sent_bytes", "imbalance"; next }
+    { print $0, ($16 == "ok" ? 1048576 * NR : ""), ($16 == "ok" ? "1.0100" : "") }' "$C" >"$T/cnew.tsv"
+check "new columns: the extra fields are there" test "$(awk -F'\t' 'NR == 2 { print NF }' "$T/cnew.tsv")" -eq 28
+summarize "$K" "$T/cnew.tsv" >"$T/newcols" 2>"$T/err"
+check "new columns: same table as without them" cmp -s "$T/newcols" "$F/summarize-table.txt"
+cat "$K" "$T/cnew.tsv" | summarize -f tsv >"$T/newcols.tsv" 2>"$T/err"
+summarize -f tsv "$K" "$C" >"$T/oldcols.tsv" 2>/dev/null
+check "old stream then new stream, one input: same aggregate" cmp -s "$T/newcols.tsv" "$T/oldcols.tsv"
+{ cat "$T/cnew.tsv"; cat "$K"; } | summarize >/dev/null 2>"$T/err"
+check "new stream then old stream: read" test $? -eq 0
+{ head -n 1 "$T/cnew.tsv"; sed -n 2p "$C"; } >"$T/mix.tsv"
+bad "summarize: an old row under a new header" "" summarize "$T/mix.tsv"
+
 # A table whose rows differ in shape says so in its title.
 awk -F'\t' -v OFS='\t' 'NR == 3 { $8 = 32 } { print }' "$K" | summarize >"$T/mixed" 2>/dev/null
 check "mixed shapes are flagged in the title" grep -q '^causal fwd: heads 64:8, .*(and other shapes or devices)$' "$T/mixed"

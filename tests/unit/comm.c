@@ -157,6 +157,37 @@ static int ranks(void)
 		report(w, "sendrecv ring");
 	}
 
+	/* Uneven exchange: rank r sends r+1 and 3 elements to r+1 in two
+	 * segments, received in two places; the counter sees the payload. */
+	{
+		int p = (r + n - 1) % n, ns = r + 1, nr = p + 1;
+		float *s = calloc(ns + 3, sizeof *s), *rr = calloc(nr + 4, sizeof *rr);
+		char *ds = dalloc((ns + 3) * sizeof *s), *dr = dalloc((nr + 4) * sizeof *rr);
+		struct comm_seg sv[2] = { { ds, ns }, { ds + ns * sizeof *s, 3 } };
+		/* ... landing apart, one element of gap between them */
+		struct comm_seg rv[2] = { { dr, nr }, { dr + (nr + 1) * sizeof *rr, 3 } };
+
+		for (j = 0; j < ns + 3; j++)
+			s[j] = r * 100 + j;
+		put(ds, s, (ns + 3) * sizeof *s);
+		comm_sent_reset();
+		if (comm_iexchange(w, sv, 2, (r + 1) % n, rv, 2, p, CT_F32, NULL, &req) == -1 ||
+		    comm_wait(req, NULL) == -1)
+			expect(0);
+		expect(comm_sent() == (ns + 3) * sizeof(float));
+		get(rr, dr, (nr + 4) * sizeof *rr);
+		for (j = 0; j < nr; j++)
+			expect(rr[j] == p * 100 + j);
+		for (j = 0; j < 3; j++)
+			expect(rr[nr + 1 + j] == p * 100 + nr + j);
+		comm_sent_reset();
+		comm_allgather(w, d, d2, 1, CT_F32, NULL);
+		expect(comm_sent() == (n - 1) * sizeof(float));
+		free(s);
+		free(rr);
+		report(w, "exchange of uneven segments, bytes counted");
+	}
+
 	/* Groups: odd and even ranks, reversed order inside */
 	if (comm_split(w, r % 2, -r, &g) == -1 || g == NULL) {
 		expect(0);
