@@ -59,8 +59,9 @@ void tsv_row(FILE *fp, const struct row *r)
 	field(fp, r->host);
 	field(fp, r->commit);
 	fprintf(fp, "\t%llu", (unsigned long long)r->seed);
-	"mem_gib", "device", "host", "commit", "seed",
-	"stack", "sent_bytes", "imbalance", NULL
+	field(fp, r->stack != NULL ? r->stack : "-");
+	num(fp, ok && r->comm, "%.0f", r->sent_bytes);
+	num(fp, ok && r->comm && r->imbalance > 0, "%.4f", r->imbalance);
 	fputc('\n', fp);
 }
 

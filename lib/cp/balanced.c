@@ -1093,9 +1093,8 @@ static int bal_bwd(struct cp_run *r)
 }
 
 /* Global token ranges of shard rows [q0, q1) of rank rr, adjacent merged. */
-static int shard_ranges(const struct bal *b, int rr, int64_t q0, int64_t q1, int64_t (*rg)[2])
+static int shard_ranges(const struct cp_bplan *p, int rr, int64_t q0, int64_t q1, int64_t (*rg)[2])
 {
-	const struct cp_bplan *p = &b->p;
 	int n = 0;
 
 	for (int k = 0; k < p->per; k++) {
@@ -1117,11 +1116,31 @@ static int shard_ranges(const struct bal *b, int rr, int64_t q0, int64_t q1, int
 	return n;
 }
 
+/* Global token ranges of the first kv tokens of rank rr's key buffer: its
+ * shard, then the blocks it received in arrival order. */
+static int key_ranges(const struct cp_bplan *p, int rr, int64_t kv, int64_t (*kr)[2])
+{
+	int64_t c = p->per * p->C;
+	int nk = shard_ranges(p, rr, 0, c, kr);
+
+	for (int j = 0; j < (kv - c) / p->T; j++) {
+		int64_t t0 = p->rank[rr].blk[j] * p->T;
+		if (nk > 0 && kr[nk - 1][1] == t0) {
+			kr[nk - 1][1] = t0 + p->T;
+		} else {
+			kr[nk][0] = t0;
+			kr[nk][1] = t0 + p->T;
+			nk++;
+		}
+	}
+	return nk;
+}
+
 static int layout(const struct cp_run *r, int rank, int64_t (*rg)[2])
 {
 	const struct bal *b = r->self;
 
-	return shard_ranges(b, rank, 0, b->p.per * b->p.C, rg);
+	return shard_ranges(&b->p, rank, 0, b->p.per * b->p.C, rg);
 }
 
 /* The kernel state of rows [q0, q1) x key prefix kv, made once. */
@@ -1140,18 +1159,8 @@ static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, in
 		}
 	qr = xcalloc(p->per, sizeof *qr);
 	kr = xcalloc(p->per + b->rk->nblk, sizeof *kr);
-	nq = shard_ranges(b, b->me, g->q0, g->q1, qr);
-	nk = shard_ranges(b, b->me, 0, b->c, kr);
-	for (int j = 0; j < (g->kv - b->c) / p->T; j++) {
-		int64_t t0 = b->rk->blk[j] * p->T;
-		if (kr[nk - 1][1] == t0) {
-			kr[nk - 1][1] = t0 + p->T;
-		} else {
-			kr[nk][0] = t0;
-			kr[nk][1] = t0 + p->T;
-			nk++;
-		}
-	}
+	nq = shard_ranges(p, b->me, g->q0, g->q1, qr);
+	nk = key_ranges(p, b->me, g->kv, kr);
 	k = &b->ks[b->nks];
 	*k = (struct kstate){ g->q0, g->q1, g->kv, { 0 }, NULL };
 	*idx = b->nks++;
@@ -1284,6 +1293,99 @@ static int run(const struct cp_env *env, const struct cp_job *job, struct cp_res
 	return st;
 }
 
+/* A stage's piece in the schedule: its index, -1 for an empty one, -2 on
+ * error (s->why). */
+static int sched_piece(struct cp_sched *s, const struct cp_job *job, const struct cp_bplan *p,
+                       int rr, const struct cp_bstage *g)
+{
+	int64_t (*qr)[2] = xcalloc(p->per, sizeof *qr);
+	int64_t (*kr)[2] = xcalloc(p->per + p->rank[rr].nblk, sizeof *kr);
+	int nq = shard_ranges(p, rr, g->q0, g->q1, qr), nk = key_ranges(p, rr, g->kv, kr);
+	int ai = cps_attn(s, job->mask, qr, nq, kr, nk, job->shape.hq, job->shape.hkv);
+
+	free(qr);
+	free(kr);
+	if (ai < 0)
+		return -2;
+	return s->attn[ai].m.area > 0 ? ai : -1;
+}
+
+/* The schedule of bal_fwd and bal_bwd.  Forward: the local-only stage with
+ * every send under it (fetch enqueues them all at once), then a step per
+ * stage.  Backward: the fetch, one step over every row, then the fp32
+ * dK/dV partials of the received blocks go home.  Sends are counted at
+ * the sender as one exchange with several peers (CPX_A2A, one group). */
+static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
+{
+	const struct attn_shape *sh = &job->shape;
+	int G = ns > 0 ? ns : W, bwd = job->pass == PASS_BWD, nst = 0, rc = CP_OK;
+	struct cp_bplan p;
+
+	s->ulysses = 1;
+	s->ring = W;
+	if (sh->batch != 1) {
+		snprintf(s->why, sizeof s->why, "balanced: batch %d (one sequence only)", sh->batch);
+		return CP_UNSUPPORTED;
+	}
+	if (W % G)
+		G = W;
+	if (cp_balanced_plan(job->mask, W, G, sh, &p, s->why, sizeof s->why) < 0)
+		return CP_UNSUPPORTED;
+	for (int r = 0; r < W; r++)
+		if (p.rank[r].nfwd > nst)
+			nst = p.rank[r].nfwd;
+	if (cps_init(s, W, G, bwd ? 3 : nst + 1, 1, W) < 0) {
+		cp_balanced_free(&p);
+		return CP_ERROR;
+	}
+	for (int me = 0; me < W && rc == CP_OK; me++) {
+		const struct cp_brank *rk = &p.rank[me];
+		struct cp_step *first = cps_at(s, me, 0);
+		int k0 = !bwd && rk->nfwd > 0 && rk->fwd[0].wait == 0 ? 0 : 1, ai;
+
+		for (int st = 0; st < W - 1; st++) {
+			int to = cp_bpeer(&p, me, st, 1), fo, no = step_msgs(&p.rank[to], st, &fo);
+			double nb = 0;
+			for (int m = 0; m < no; m++)
+				nb += p.rank[to].msg[fo + m].nb;
+			if (nb > 0) {
+				cps_xfer(s, &first->x, CPX_A2A, me, to, nb * p.kv_bytes);
+				first->x.nops++;
+			}
+			/* backward: what this rank read of to's blocks goes back in fp32 */
+			if (bwd) {
+				int from = cp_bpeer(&p, me, st, 0), fi, ni = step_msgs(rk, st, &fi);
+				double back = 0;
+				for (int m = 0; m < ni; m++)
+					back += rk->msg[fi + m].nb;
+				if (back > 0) {
+					struct cp_step *last = cps_at(s, me, 2);
+					cps_xfer(s, &last->x, CPX_A2A, me, from, back * p.kv_bytes * 4 / 2);
+					last->x.nops++;
+				}
+			}
+		}
+		if (bwd) {
+			struct cp_bstage all = { 0, p.per * p.C, p.per * p.C + rk->nblk * p.T, 0, 0 };
+			if ((ai = sched_piece(s, job, &p, me, rk->nbwd > 0 ? &rk->bwd[0] : &all)) < -1)
+				rc = CP_ERROR;
+			cps_at(s, me, 1)->attn = ai;
+			/* the partials summed into own dK/dV in fp32 */
+			cps_at(s, me, 2)->mem += rk->nblk * p.kv_bytes * 4;
+			cps_at(s, me, 2)->nmem += 2;
+			continue;
+		}
+		for (int i = 0; i < rk->nfwd && rc == CP_OK; i++) {
+			if ((ai = sched_piece(s, job, &p, me, &rk->fwd[i])) < -1)
+				rc = CP_ERROR;
+			cps_at(s, me, k0 + i)->attn = ai;
+		}
+	}
+	cp_balanced_free(&p);
+	return rc;
+}
+
 const struct cp_ops cp_balanced = {
-	"balanced", "chunks dealt by mask work, only the key blocks read move, row stages overlap them", run
+	"balanced", "chunks dealt by mask work, only the key blocks read move, row stages overlap them", run,
+	sched
 };

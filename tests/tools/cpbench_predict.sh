@@ -21,9 +21,9 @@ LONGATTN_THREADS=1 kbench -k cpu $sh -w 0 -n 1 "$T"/*.amask >"$T/kb.tsv" 2>"$T/k
 cpbench --predict 2x2 --calibrate "$T/kb.tsv" $sh "$T/causal_document.amask" "$T/full.amask" \
     >"$T/p.tsv" 2>"$T/p.err"
 check cpbench-predict-exit test $? -eq 0
-check cpbench-predict-rows test "$(awk -F'\t' 'NR > 1 && $16 == "predicted" && $13 == 4 && $18 > 0' "$T/p.tsv" | wc -l)" -eq 20
+check cpbench-predict-rows test "$(awk -F'\t' 'NR > 1 && $16 == "predicted" && $13 == 4 && $18 > 0' "$T/p.tsv" | wc -l)" -eq 24
 check cpbench-predict-degrees test "$(awk -F'\t' '$3 == "full" && $12 == "fwd" { printf "%s=%sx%s ", $2, $14, $15 }' "$T/p.tsv")" = \
-    "ulysses=4x1 ring_p2p=1x4 ring_allgather=1x4 usp=2x2 loongtrain=1x4 "
+    "ulysses=4x1 ring_p2p=1x4 ring_allgather=1x4 usp=2x2 loongtrain=1x4 balanced=1x4 "
 check cpbench-predict-device test "$(awk -F'\t' 'NR == 2 { print $23 "|" $24 }' "$T/p.tsv")" = "2x2 $(awk -F'\t' 'NR == 2 { print $23 }' "$T/kb.tsv")|predict"
 check cpbench-predict-summarize sh -c "summarize '$T/p.tsv' | grep -q 'ulysses/4\\*  ring_p2p/4\\*'"
 # a denser mask takes longer; a slower link between nodes slows Ulysses across them

@@ -419,6 +419,58 @@ int main(void)
 		   (job.pass = PASS_FWD, z.bwd = 0, check(&cp_loongtrain, &z, &job, "ring 4 window 2 fwd")),
 		   "loongtrain --ring 4 in windows of 2 on 8 ranks");
 	}
+	/* balanced: its own plan decides the layout, so the brute force is of
+	 * what the plan says: every pair once, and each rank sends exactly the
+	 * key blocks its peers receive from it (forward), fp32 partials of them
+	 * back (backward) */
+	{
+		extern const struct cp_ops cp_balanced;
+		int good = 1, nrun = 0;
+
+		for (int mi = 0; mi <= nm; mi++)
+			for (int w = 1; w <= 4; w *= 2)
+				for (int bwd = 0; bwd < 2; bwd++) {
+					struct cp_job job = { .mask = &m[mi], .pass = bwd ? PASS_BWD : PASS_FWD,
+						.shape = { .sq = S, .sk = S, .batch = 1, .hq = 8, .hkv = 2, .hd = HD,
+						           .dtype = DT_BF16, .scale = 0.5 } };
+					struct cp_sched s = { 0 };
+					struct cp_bplan p;
+					char err[160];
+					double total = 0, bytes = 0, want = 0;
+
+					if (cp_balanced_plan(&m[mi], w, w > 1 ? w / 2 : 1, &job.shape, &p, err,
+					                     sizeof err) < 0) {
+						printf("# balanced plan: %s\n", err);
+						good = 0;
+						continue;
+					}
+					for (int r = 0; r < w; r++)
+						want += p.rank[r].nblk * p.kv_bytes * (bwd ? 3 : 1);
+					cp_balanced_free(&p);
+					if (cp_balanced.sched(&job, w, w > 1 ? w / 2 : 1, &s) != CP_OK) {
+						printf("# balanced sched: %s\n", s.why);
+						good = 0;
+						continue;
+					}
+					for (int me = 0; me < w; me++)
+						for (int k = 0; k < s.nsteps; k++) {
+							const struct cp_step *st = cps_at(&s, me, k);
+							if (st->attn >= 0)
+								total += (double)s.attn[st->attn].m.area * s.attn[st->attn].hq /
+								         m[mi].heads;
+							bytes += st->x.bytes[0] + st->x.bytes[1];
+						}
+					if (total != (double)m[mi].area / m[mi].heads * 8 || bytes != want) {
+						printf("# balanced mask %d w %d %s: pairs %.0f want %.0f, bytes %.0f want %.0f\n",
+						       mi, w, bwd ? "bwd" : "fwd", total,
+						       (double)m[mi].area / m[mi].heads * 8, bytes, want);
+						good = 0;
+					}
+					cp_sched_free(&s);
+					nrun++;
+				}
+		ok(good, "balanced on 1, 2, 4 ranks: %d jobs, every pair once, the plan's blocks sent", nrun);
+	}
 	for (int i = 0; i <= nm; i++)
 		mask_free(&m[i]);
 	return tap_done();
