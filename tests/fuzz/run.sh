@@ -6,7 +6,8 @@
 # tests/fuzz/regress/HARNESS/; tests/fuzz/HARNESS.dict, when there is one,
 # gives it the tokens of its format.  A crash, leak or timeout is copied there,
 # which tests/tools/fuzz.sh replays; exit 1.  Exit 3 when clang or libFuzzer
-# is missing.  FUZZ_JOBS=N runs N harnesses at a time (default 1).
+# is missing.  FUZZ_JOBS=N runs N harnesses at a time (default 1);
+# FUZZ_FLAGS adds libFuzzer flags (-len_control=0: long inputs at once).
 set -u
 secs=${1:-60}
 [ $# -gt 0 ] && shift
@@ -60,7 +61,8 @@ one() {
 	[ -d tests/fuzz/seeds/$n ] && cp tests/fuzz/seeds/$n/* "$c"/ 2>/dev/null
 	d=
 	[ -f tests/fuzz/$n.dict ] && d=-dict=tests/fuzz/$n.dict
-	$B/${n}_fuzz -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=10 $d \
+	# shellcheck disable=SC2086
+	$B/${n}_fuzz -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=10 $d ${FUZZ_FLAGS:-} \
 	    -artifact_prefix="$x/" -print_final_stats=1 "$c" tests/fuzz/regress/$n >$B/$n.log 2>&1
 	rc=$?
 	found=0
