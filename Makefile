@@ -18,6 +18,8 @@ NCCL_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(CUDA_HOME),/usr)
 CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),/usr)
 PKG_CONFIG ?= pkg-config
 B := build
+# the rule for kernels/table.c.o below comes first: `make` alone must be all
+.DEFAULT_GOAL := all
 
 VERSION := 0.1
 # rules for objects come before `all' below: a bare `make' builds the tools
@@ -168,6 +170,8 @@ lint:
 	cppcheck -q --error-exitcode=1 --enable=warning,portability --inline-suppr \
 	    --suppress=missingIncludeSystem -D_GNU_SOURCE -Ilib -Ikernels -Imasks lib masks kernels bin
 
+# every libFuzzer harness (tests/fuzz/*_fuzz.c) for FUZZ_SECONDS each;
+# FUZZ_JOBS=2 runs two at a time
 FUZZ_SECONDS ?= 60
 fuzz:
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)

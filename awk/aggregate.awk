@@ -22,10 +22,23 @@ BEGIN {
 	nneed = split("tool kernel mask seqlen_q area batch heads_q heads_kv head_dim dtype pass world status ms_median tflops mem_gib device", need, " ")
 }
 
+# the input, for messages
+function src() {
+	return FILENAME == "" || FILENAME == "-" ? "stdin" : FILENAME
+}
+
 function die(msg) {
 	printf "summarize: %s\n", msg > "/dev/stderr"
 	bad = 1
 	exit 2
+}
+
+# Rows are short lines of printable ASCII and tabs: anything else (CR, NUL,
+# binary, a huge field) is a damaged file, never a name to print.
+$0 ~ /[^\t -~]/ || length($0) > 4096 {
+	if (length($0) > 4096)
+		die(src() ": line " FNR ": a line of " length($0) " bytes")
+	die(src() ": line " FNR ": a byte that is not a tab or printable ASCII (CRLF? binary?)")
 }
 
 # Each header maps the columns anew, so streams of older and newer versions
@@ -36,7 +49,7 @@ $1 == "tool" {
 		c[$i] = i
 	for (i = 1; i <= nneed; i++)
 		if (!(need[i] in c))
-			die(FILENAME ": line " FNR ": header lacks column " need[i])
+			die(src() ": line " FNR ": header lacks column " need[i])
 	ncols = NF
 	# scalars: an array lookup per field and row is most of the time
 	Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
@@ -57,8 +70,8 @@ $1 == "tool" {
 		if (NF == 0)
 			next
 		if (ncols == 0)
-			die(FILENAME ": line " FNR ": result rows without a header line")
-		die(FILENAME ": line " FNR ": " NF " fields, want " ncols)
+			die(src() ": line " FNR ": result rows without a header line")
+		die(src() ": line " FNR ": " NF " fields, want " ncols)
 	}
 	# One string lookup per row, of the fields as they are; the table,
 	# label and shape are worked out once per group (newgroup): at 1M
@@ -93,6 +106,8 @@ $1 == "tool" {
 				mem[gi] = $Cmem + 0
 		}
 	} else {
+		if (st != "wrong" && st != "error" && st != "oom" && st != "unsupported")
+			die(src() ": line " FNR ": status '" st "' is not ok, predicted, wrong, error, oom or unsupported")
 		cnt[gi, st]++
 		nbad[gi]++
 	}
@@ -100,6 +115,8 @@ $1 == "tool" {
 
 # The first row of a group: its table, label and shape.
 function newgroup(g,    gi, t, ti, label, sl) {
+	if ($Csl !~ /^[0-9]+$/)
+		die(src() ": line " FNR ": seqlen_q '" $Csl "' is not a number")
 	gid[g] = gi = ++ngrp
 	label = $Ckern
 	if ($Ctool == "cpbench") {

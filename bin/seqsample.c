@@ -26,54 +26,25 @@ static void usage(void)
 	    "      --version          the version, commit and build features\n");
 }
 
-/* The bin of length v: fixed width, or [2^b, 2^(b+1)) without one. */
-static int64_t bin_of(int64_t v, int64_t width)
-{
-	int64_t b = 0;
-
-	if (width > 0)
-		return v / width;
-	while (((int64_t)2 << b) <= v)
-		b++;
-	return b;
-}
-
 static void make_hist(const char *path, int64_t width, const char *outpath, struct outfile *o)
 {
 	struct lens l = { 0 };
+	struct hist h;
 	char emsg[512];
 	FILE *fp = stdin;
-	int64_t maxv = 0, nb, b, b0 = -1;
-	uint64_t *count;
-	size_t i;
+	const char *name = strcmp(path, "-") == 0 ? "stdin" : path;
 
 	if (strcmp(path, "-") != 0 && (fp = fopen(path, "r")) == NULL)
 		err(EXIT_BADINPUT, "%s", path);
-	if (hist_read_lengths(fp, fp == stdin ? "stdin" : path, &l, emsg, sizeof emsg) == -1)
+	if (hist_read_lengths(fp, name, &l, emsg, sizeof emsg) == -1)
 		errx(EXIT_BADINPUT, "%s", emsg);
 	if (fp != stdin)
 		fclose(fp);
-	for (i = 0; i < l.n; i++)
-		if (l.v[i] > maxv)
-			maxv = l.v[i];
-	nb = bin_of(maxv, width) + 1;
-	count = xcalloc((size_t)nb, sizeof *count);
-	for (i = 0; i < l.n; i++) {
-		b = bin_of(l.v[i], width);
-		count[b]++;
-		if (b0 == -1 || b < b0)
-			b0 = b;
-	}
+	if (hist_make(&h, &l, width, emsg, sizeof emsg) == -1)
+		errx(EXIT_BADINPUT, "%s: %s", name, emsg);
 	out_open(o, outpath);
-	fprintf(o->fp, "lo\thi\tweight\n");
-	for (b = b0; b < nb; b++) {
-		int64_t lo = width > 0 ? b * width : (int64_t)1 << b;
-		int64_t hi = width > 0 ? lo + width : (int64_t)2 << b;
-
-		fprintf(o->fp, "%lld\t%lld\t%.9g\n", (long long)lo, (long long)hi,
-		    (double)count[b] / (double)l.n);
-	}
-	free(count);
+	hist_write(o->fp, &h);
+	hist_free(&h);
 	free(l.v);
 }
 

@@ -7,6 +7,10 @@ here=$(dirname "$0")/../share/longattn/awk
 [ -r "$AWKDIR/aggregate.awk" ] || [ ! -r "$here/aggregate.awk" ] || AWKDIR=$here
 AWK=${AWK:-awk}
 prog=summarize
+# bytes, not characters: rows are ASCII, and a damaged one must not pass
+# as some locale's text
+LC_ALL=C
+export LC_ALL
 
 usage() {
 	cat >&2 <<'USAGE'
@@ -88,12 +92,17 @@ trap 'exit 2' HUP INT TERM
 want_ms=0
 [ "$fmt" = tsv ] && want_ms=1
 $AWK -v want_ms=$want_ms -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
-[ "$(wc -l <"$tmp/agg")" -gt 1 ] || die "no result rows"
+in=${*:-stdin}
+[ "$in" = - ] && in=stdin
+[ "$(wc -l <"$tmp/agg")" -gt 1 ] || die "$in: no result rows"
 
-case $fmt in
-tsv) cat "$tmp/agg" ;;
-*) $AWK -v fmt="$fmt" -f "$AWKDIR/table.awk" "$tmp/agg" ;;
-esac || die "stdout: write error"
+# the whole table or nothing on stdout
+out=$tmp/agg
+if [ "$fmt" != tsv ]; then
+	out=$tmp/table
+	$AWK -v fmt="$fmt" -f "$AWKDIR/table.awk" "$tmp/agg" >"$out" || exit 2
+fi
+cat "$out" || die "stdout: write error"
 
 if [ -n "$plotdir" ]; then
 	term=png

@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include "rng.h"
 
-#define HIST_MAXLEN ((int64_t)1 << 32)   /* lengths and bins stay below 2^32 */
+#define HIST_MAXLEN ((int64_t)1 << 32)   /* lengths stay below 2^32, bins end at most there */
+#define HIST_MAXBINS ((int64_t)1 << 20)  /* bins hist_make makes at most */
 
 struct hist {
 	size_t n;
@@ -45,5 +46,13 @@ void hist_pack_long(const struct hist *h, struct rng *r, int64_t total, struct l
 /* Reads lengths, one positive integer per line, optional header line "len".
  * Returns 0 or -1 (bad line, no lengths). */
 int hist_read_lengths(FILE *fp, const char *path, struct lens *out, char *err, size_t errlen);
+
+/* The histogram of lengths l (each in [1, 2^32)): bins of `width` tokens,
+ * or [2^b, 2^(b+1)) for width 0, from the shortest length's bin to the
+ * longest's, empty ones included, the last cut at 2^32; h->cum counts
+ * lengths.  -1 with a message when that is more than HIST_MAXBINS bins. */
+int hist_make(struct hist *h, const struct lens *l, int64_t width, char *err, size_t errlen);
+/* Prints h as hist_parse reads it, the weights as fractions of the total. */
+void hist_write(FILE *fp, const struct hist *h);
 
 #endif

@@ -132,7 +132,7 @@ int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t err
 			snprintf(err, errlen, "%s:%ld: weight '%s' is not a number", path, r.lineno, f[2]);
 			goto bad;
 		}
-		if (lo < 0 || hi >= HIST_MAXLEN) {
+		if (lo < 0 || hi > HIST_MAXLEN) {
 			snprintf(err, errlen, "%s:%ld: bin [%lld, %lld) out of range", path, r.lineno,
 			    (long long)lo, (long long)hi);
 			goto bad;
@@ -171,6 +171,10 @@ int hist_parse(struct hist *h, FILE *fp, const char *path, char *err, size_t err
 	}
 	if (!(total > 0)) {
 		snprintf(err, errlen, "%s: weights sum to zero", path);
+		goto bad;
+	}
+	if (!isfinite(total)) {     /* a draw would never land below it */
+		snprintf(err, errlen, "%s: weights sum beyond the largest double", path);
 		goto bad;
 	}
 	free(r.line);

@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <string.h>
 
 #include "hist.h"
 #include "util.h"
@@ -62,5 +63,73 @@ void hist_pack_long(const struct hist *h, struct rng *r, int64_t total, struct l
 
 		out->v[i] = out->v[j];
 		out->v[j] = t;
+	}
+}
+
+/* The bin of length v: fixed width, or [2^b, 2^(b+1)) without one. */
+static int64_t bin_of(int64_t v, int64_t width)
+{
+	int64_t b = 0;
+
+	if (width > 0)
+		return v / width;
+	while (((int64_t)2 << b) <= v)
+		b++;
+	return b;
+}
+
+int hist_make(struct hist *h, const struct lens *l, int64_t width, char *err, size_t errlen)
+{
+	int64_t minv = INT64_MAX, maxv = 0, b0, nb;
+	size_t i;
+
+	memset(h, 0, sizeof *h);
+	for (i = 0; i < l->n; i++) {
+		if (l->v[i] < minv)
+			minv = l->v[i];
+		if (l->v[i] > maxv)
+			maxv = l->v[i];
+	}
+	if (l->n == 0) {
+		snprintf(err, errlen, "no lengths");
+		return -1;
+	}
+	b0 = bin_of(minv, width);
+	nb = bin_of(maxv, width) - b0 + 1;
+	/* one line per bin, empty ones too: -w 1 over lengths up to 2^32 would
+	 * be 4G lines (and a count per bin in memory) */
+	if (nb > HIST_MAXBINS) {
+		snprintf(err, errlen, "lengths %lld to %lld make %lld bins of width %lld, more than %lld",
+		    (long long)minv, (long long)maxv, (long long)nb, (long long)width, (long long)HIST_MAXBINS);
+		return -1;
+	}
+	h->n = (size_t)nb;
+	h->lo = xcalloc(h->n, sizeof *h->lo);
+	h->hi = xcalloc(h->n, sizeof *h->hi);
+	h->cum = xcalloc(h->n, sizeof *h->cum);
+	for (i = 0; i < h->n; i++) {
+		int64_t b = b0 + (int64_t)i;
+		h->lo[i] = width > 0 ? b * width : (int64_t)1 << b;
+		h->hi[i] = width > 0 ? h->lo[i] + width : (int64_t)2 << b;
+		if (h->hi[i] > HIST_MAXLEN)
+			h->hi[i] = HIST_MAXLEN;
+	}
+	for (i = 0; i < l->n; i++)
+		h->cum[bin_of(l->v[i], width) - b0]++;
+	for (i = 1; i < h->n; i++)
+		h->cum[i] += h->cum[i - 1];
+	return 0;
+}
+
+void hist_write(FILE *fp, const struct hist *h)
+{
+	double prev = 0, total = h->cum[h->n - 1];
+
+	fprintf(fp, "lo\thi\tweight\n");
+	/* counts below 2^53 are exact in a double: the differences are too */
+	for (size_t i = 0; i < h->n; i++) {
+		fprintf(fp, "%lld\t%lld\t%.9g\n", (long long)h->lo[i], (long long)h->hi[i],
+		    (h->cum[i] - prev) / total);
+		prev = h->cum[i];
 	}
 }

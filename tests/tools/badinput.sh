@@ -53,6 +53,9 @@ badin "custom: unknown kind" "$O" kind.txt:1 maskgen -p custom -n 100 -f "$T/kin
 printf '0 10 0 200 full\n' >"$T/oob.txt"
 badin "custom: slice outside the sequence" "$O" oob.txt:1 maskgen -p custom -n 100 -f "$T/oob.txt" -o "$O"
 badin "custom: missing slice list" "$O" custom maskgen -p custom -n 100 -o "$O"
+printf '0 10 0 10 full\000 10 20 10 20 full\n' >"$T/nul.txt"
+badin "custom: a NUL byte" "$O" nul.txt:1 maskgen -p custom -n 100 -f "$T/nul.txt" -o "$O"
+badin "custom: stdin is named stdin" "$O" stdin:1 maskgen -p custom -n 100 -f - -o "$O" <"$T/kind.txt"
 
 # sizes and parameters
 badin "seqlen 0" "$O" "-n" maskgen -p causal -n 0 -o "$O"
@@ -96,6 +99,8 @@ printf '10 20 1\nten 20 1\n' >"$T/h4.tsv"
 badin "histogram: non-numeric field" "$S" h4.tsv:2 seqsample -d "$T/h4.tsv" -n 1K -o "$S"
 printf '10 20\n' >"$T/h5.tsv"
 badin "histogram: missing field" "$S" h5.tsv:1 seqsample -d "$T/h5.tsv" -n 1K -o "$S"
+printf '1 2 1e308\n2 3 1e308\n' >"$T/h6.tsv"
+badin "histogram: weights sum to infinity" "$S" h6.tsv seqsample -d "$T/h6.tsv" -n 1K -o "$S"
 badin "histogram: empty" "$S" /dev/null seqsample -d /dev/null -n 1K -o "$S"
 badin "unknown built-in histogram" "$S" nosuchdist seqsample -d nosuchdist -n 1K -o "$S"
 badin "seqsample: total 0" "$S" "-n" seqsample -n 0 -o "$S"
