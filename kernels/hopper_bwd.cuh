@@ -49,7 +49,7 @@ enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
 /* HB_PL: the dK product of a tile runs on under the next tile's S^T and
  * dP^T (its stage is given back after the next S^T). */
 #ifndef HB_PL
-#define HB_PL 0
+#define HB_PL 1
 #endif
 /* Measurement only: HB_NR leaves the dQ reduction out (dQ wrong);
  * HB_EVL asks L2 to keep the dQ lines (evict_last). */
@@ -258,21 +258,23 @@ template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 			asm volatile("" : "+r"(r[i][j]) :: "memory");
 }
 
-/* Deterministic dQ: the k-tiles add to a q-tile in ascending order.  rank:
- * how many k-tiles of q-tile t's row (mask head hm) come before kt. */
+/* Deterministic dQ: the k-tiles add to a q-tile in descending order (a
+ * later k-tile's walk reaches a q-tile first on causal-like masks, so
+ * that a CTA seldom waits).  rank: how many k-tiles of q-tile t's row
+ * (mask head hm) come after kt. */
 template <class A> static __device__ __forceinline__ int dq_rank(const A &a, int hm, int t, int kt)
 {
 	const int r = hm * a.nqt + t;
 	int lo = a.frow[r], hi = a.frow[r + 1] - 1;
-	while (lo < hi) {           /* the last run starting at or before kt */
-		const int mid = (lo + hi + 1) >> 1;
-		if (a.frank[mid].x <= kt)
-			lo = mid;
+	while (lo < hi) {           /* the first run ending after kt */
+		const int mid = (lo + hi) >> 1;
+		if (a.frank[mid].x > kt)
+			hi = mid;
 		else
-			hi = mid - 1;
+			lo = mid + 1;
 	}
 	const int2 f = a.frank[lo];
-	return f.y + kt - f.x;
+	return f.y + f.x - 1 - kt;
 }
 
 static __device__ __forceinline__ void sem_wait(const int *p, int v)
@@ -482,7 +484,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 
 		/* P^T = exp2(S^T sl - L) while dP^T is still running; dV += P^T dO
-		 * goes out before dS^T is known. */
+		 * goes out before dS^T is known.  L is read before the wait: read
+		 * after it, under the products' shared-memory traffic, its latency
+		 * stalled the first exponentials (ncu). */
+		float2 lv[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
 		wg_wait<1>();
 		reg_fence(s);
 #if HB_PL
@@ -495,7 +503,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #endif
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4);
+			const float2 l = lv[j];
 #pragma unroll
 			for (int x = 0; x < 4; x++) {
 				const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
@@ -514,12 +522,17 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 		wg_commit();
 
-		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ. */
+		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ
+		 * (D, too, read before the wait). */
+		float2 dd[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
 		wg_wait<1>();
 		reg_fence(dp);
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float2 d = *(const float2 *)(cD + 8 * j + 2 * t4);
+			const float2 d = dd[j];
 			float ds[4];
 #pragma unroll
 			for (int x = 0; x < 4; x++)
@@ -566,22 +579,27 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		wg_commit();
 		wg_wait<1>();
 		reg_fence(dq);
-		/* dQ to the staging boxes (swizzled: the 8 rows a store touches
-		 * hit 8 distinct 16-byte chunks) once the reducing warp has read
-		 * them; it adds them to the fp32 workspace (rows past sq are
-		 * clipped by TMA). */
+		/* dQ to the staging boxes once the reducing warp has read them;
+		 * it adds them to the fp32 workspace (rows past sq are clipped by
+		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one
+		 * column group on the same banks, and a 64-bit store serves 16
+		 * lanes (rows g..g+3) at a time: odd rows store column group
+		 * j^2 when even ones store j, so that each half-warp hits 32
+		 * distinct banks (ncu: 2 wavefronts a half-warp before). */
 		{
 			const uint32_t sq0 = s0 + M::DQ + wg * 2 * BQ * 128;
+			const int odd = g & 1;
 			nbar_sync(DQE + wg, NDQ);
 #pragma unroll
 			for (int j = 0; j < 8; j++)
 #pragma unroll
 				for (int rr = 0; rr < 2; rr++) {
-					const int r = wi * 16 + g + rr * 8;
+					const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
 					const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
-					    (((2 * (j & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
-					asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-					    :: "r"(ad), "f"(dq[4 * j + 2 * rr]), "f"(dq[4 * j + 2 * rr + 1]) : "memory");
+					    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+					const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
+					const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
+					asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
 				}
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 			nbar_arrive(DQF + wg, NDQ);
@@ -757,10 +775,10 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* Deterministic: one CTA per k-tile, k-tiles ascending, none split (a
+/* Deterministic: one CTA per k-tile, k-tiles descending, none split (a
  * CTA waits only for CTAs launched before it, and no dK/dV slot is added
  * to in a racing order); per q-tile row of the plan p (not transposed)
- * each run's first k-tile and how many come before it in the row. */
+ * each run's end and how many k-tiles come after it in the row. */
 static int det_items(struct state *f, const struct plan *p, const struct plan *pt)
 {
 	const int group = f->s.hq / f->s.hkv, mgroup = f->s.hq / f->mheads;
@@ -785,11 +803,11 @@ static int det_items(struct state *f, const struct plan *p, const struct plan *p
 			}
 			lmax = len > lmax ? len : lmax;
 		}
-		item[kt] = make_int4(kt, 0, lmax, -1);
+		item[pt->nkt - 1 - kt] = make_int4(kt, 0, lmax, -1);
 	}
 	for (int r = 0; r < p->nrows; r++)
-		for (int e = p->row[r], n = 0; e < p->row[r + 1]; n += p->ent[e].t1 - p->ent[e].t0, e++)
-			fr[e] = make_int2(p->ent[e].t0, n);
+		for (int e = p->row[r + 1] - 1, n = 0; e >= p->row[r]; n += p->ent[e].t1 - p->ent[e].t0, e--)
+			fr[e] = make_int2(p->ent[e].t1, n);
 	f->nitems = pt->nkt;
 	f->nslots = 0;
 	f->nqt = p->nqt;
