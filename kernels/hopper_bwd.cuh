@@ -59,21 +59,6 @@ enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
 #ifndef HB_EVL
 #define HB_EVL 0
 #endif
-#ifndef HB_ROT
-#define HB_ROT 0
-#endif
-/* HB_CAP > 0: walks longer than HB_CAP tiles are cut into CTAs of at most
- * that many (dK/dV through fp32 slots), so that the CTAs in flight, which
- * share Q, dO and dQ tiles in L2 while they walk in step, drift apart for
- * no longer than that. */
-#ifndef HB_CAP
-#define HB_CAP 0
-#endif
-/* HB_SHORT: short passes (causal 1K: 80 CTAs of up to 64 tiles on 132
- * SMs) are cut finer. */
-#ifndef HB_SHORT
-#define HB_SHORT 0
-#endif
 #ifndef HB_PREG
 #define HB_PREG "24"
 #define HB_CREG "240"
@@ -310,57 +295,6 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
-/* tile.cuh's walk over the q-heads of the group, from q-head gi0 on and
- * around to gi0 - 1: with HB_ROT, k-tile kt starts at q-head kt % group,
- * so that the CTAs in flight, which walk in step, add to group different
- * dQ tiles rather than all to one.  A row is the first non-empty one from
- * w.gi on, before gi0 comes round again. */
-template <class A> static __device__ __forceinline__ bool rwalk_row(bwalk &w, const A &a, int hk, int kt, int gi0)
-{
-	for (;;) {
-		const int r = ((hk * a.group + w.gi) / a.mgroup) * a.nkt + kt;
-		w.e = a.row[r];
-		w.e1 = a.row[r + 1];
-		if (w.e < w.e1) {
-			w.t = a.ent[w.e].t0;
-			return true;
-		}
-		w.gi = w.gi + 1 == a.group ? 0 : w.gi + 1;
-		if (w.gi == gi0)
-			return false;
-	}
-}
-
-template <class A>
-static __device__ __forceinline__ bool rwalk_seek(bwalk &w, const A &a, int hk, int kt, int gi0, int pos)
-{
-	w.gi = gi0;
-	for (int n = 0; n < a.group; n++, w.gi = w.gi + 1 == a.group ? 0 : w.gi + 1) {
-		const int r = ((hk * a.group + w.gi) / a.mgroup) * a.nkt + kt;
-		for (w.e = a.row[r], w.e1 = a.row[r + 1]; w.e < w.e1; w.e++) {
-			const int len = a.ent[w.e].t1 - a.ent[w.e].t0;
-			if (pos < len) {
-				w.t = a.ent[w.e].t0 + pos;
-				return true;
-			}
-			pos -= len;
-		}
-	}
-	return false;
-}
-
-template <class A> static __device__ __forceinline__ bool rwalk_next(bwalk &w, const A &a, int hk, int kt, int gi0)
-{
-	if (++w.t < a.ent[w.e].t1)
-		return true;
-	if (++w.e < w.e1) {
-		w.t = a.ent[w.e].t0;
-		return true;
-	}
-	w.gi = w.gi + 1 == a.group ? 0 : w.gi + 1;
-	return w.gi != gi0 && rwalk_row(w, a, hk, kt, gi0);
-}
-
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
  * get its registers. */
@@ -397,8 +331,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z;
-	const int gi0 = HB_ROT && !DET ? kt % a.group : 0;
-	bool more = left > 0 && rwalk_seek(w, a, hk, kt, gi0, item.y);
+	bool more = left > 0 && bwalk_seek(w, a, hk, kt, item.y);
 
 	if (wg == 2) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
@@ -425,7 +358,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
 				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
 				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
-				more = --left > 0 && rwalk_next(w, a, hk, kt, gi0);
+				more = --left > 0 && bwalk_next(w, a, hk, kt);
 			}
 		} else if (wi == 1) {
 			/* dQ: each consumer's staged boxes added to the workspace by
@@ -439,7 +372,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #endif
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
-			for (; more; more = --left > 0 && rwalk_next(w, a, hk, kt, gi0)) {
+			for (; more; more = --left > 0 && bwalk_next(w, a, hk, kt)) {
 				const int h = hk * a.group + w.gi, q0 = w.t * BQ;
 				int *sem = nullptr;
 				if (DET && lane == 0) {
@@ -536,7 +469,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const bwalk cur = w;
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
-		more = --left > 0 && rwalk_next(w, a, hk, kt, gi0);
+		more = --left > 0 && bwalk_next(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + st * M::SB;
 		bar_wait(barq + 8 * st, (it >> 1) & 1);
@@ -826,60 +759,15 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* The CTAs (tile.cuh's walk_items, each cut to HB_CAP tiles, and with
- * HB_SHORT to a 2 * SMs-th of the pass when that is shorter), on the
- * device. */
+/* The CTAs (tile.cuh's walk_items), on the device. */
 static int items(struct state *f, const struct plan *p)
 {
 	int4 *item;
 	int32_t *slotkt;
 	int rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
-	int64_t total = 0, cap = HB_CAP > 0 ? HB_CAP : INT_MAX;
-	int nsm = 132, dev = 0;
 
 	if (rc != KERN_OK)
 		return rc;
-	for (int i = 0; i < f->nitems; i++)
-		total += item[i].z;
-	total *= (int64_t)f->s.hkv * f->s.batch;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		nsm = 132;
-	if (HB_SHORT && (total + 2 * nsm - 1) / (2 * nsm) < cap)
-		cap = (total + 2 * nsm - 1) / (2 * nsm) > 16 ? (total + 2 * nsm - 1) / (2 * nsm) : 16;
-	if (cap < INT_MAX) {
-		int n = 0, ns = f->nslots;
-		for (int i = 0; i < f->nitems; i++)
-			n += item[i].z > cap ? (int)((item[i].z + cap - 1) / cap) : 1;
-		int4 *it2 = (int4 *)calloc(n ? n : 1, sizeof *it2);
-		int32_t *sk2 = (int32_t *)calloc(f->nslots + f->nitems + 1, sizeof *sk2);
-		if (it2 == NULL || sk2 == NULL || n > 65535) {
-			free(it2); free(sk2); free(item); free(slotkt);
-			return KERN_ERR;
-		}
-		memcpy(sk2, slotkt, (size_t)f->nslots * sizeof *sk2);
-		n = 0;
-		for (int i = 0; i < f->nitems; i++) {
-			const int4 x = item[i];
-			const int np = x.z > cap ? (int)((x.z + cap - 1) / cap) : 1;
-			if (np == 1) {
-				it2[n++] = x;
-				continue;
-			}
-			const int c = (x.z + np - 1) / np, sl = x.w >= 0 ? x.w : ns;
-			if (x.w < 0)
-				sk2[ns++] = x.x;
-			for (int j = 0; j < np; j++)
-				it2[n++] = make_int4(x.x, x.y + j * c, x.z - j * c < c ? x.z - j * c : c, sl);
-		}
-		qsort(it2, n, sizeof *it2, walk_by_count);
-		free(item);
-		free(slotkt);
-		item = it2;
-		slotkt = sk2;
-		f->nitems = n;
-		f->nslots = ns;
-	}
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
 	free(item);
