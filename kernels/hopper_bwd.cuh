@@ -6,12 +6,14 @@
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
- * walk_items).  Two warpgroups of 64 keys each; K and V of the tile stay
- * in shared memory (TMA, 128-byte swizzle) while the CTA walks the
- * transposed plan over every q-head of the GQA group, Q, dO, L and D of
- * each q-tile of 64 rows arriving through a two-stage ring of mbarriers
- * (full: TMA bytes; empty: every warp done),
- * the next tile loading while this one runs.  S^T and dP^T are separate
+ * walk_items).  Three warpgroups: a producer (setmaxnreg 24) whose one
+ * thread issues the TMA loads and whose second warp issues the dQ
+ * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
+ * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
+ * CTA walks the transposed plan over every q-head of the GQA group, Q,
+ * dO, L and D of each q-tile of 64 rows arriving through a two-stage ring
+ * of mbarriers (full: TMA bytes; empty: every consumer warp done), the
+ * next tile loading while this one runs.  S^T and dP^T are separate
  * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
  *   S^T = K Q^T and dP^T = V dO^T (both operands in shared memory);
@@ -20,10 +22,14 @@
  *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
  *   transposed from the same shared tiles);
  *   dS^T to shared memory, then dQ = dS K, staged in shared memory (while
- *   the dK product runs) and added to an fp32 workspace by one TMA
- *   reduce-add per box (converted, scale folded in, by a last kernel): a
- *   bulk reduction costs the L2 far less than per-thread atomics, which
- *   bounded the kernel before.
+ *   the dK product runs, which itself runs on under the next tile's S^T
+ *   and dP^T) and added to an fp32 workspace by the producer's TMA
+ *   reduce-adds, one per box (converted, scale folded in, by a last
+ *   kernel): a bulk reduction costs the L2 far less than per-thread
+ *   atomics, which bounded the kernel before.  Deterministic (kbench
+ *   --deterministic): one CTA per k-tile, none split, and the k-tiles add
+ *   to each dQ tile in descending order, a counter per tile in device
+ *   memory ordering them.
  * dK/dV of a kv-head sum over its q-heads in registers: no atomics.  Only
  * the plan's partial tiles mask elements (cut bits, as flash does, or a
  * bitmask made in init for tiles of many cuts); K and V
