@@ -19,7 +19,7 @@ static void usage(void)
 	fprintf(stderr,
 	    "usage: kbench [-v] [--check] [-k KERNEL,...] [-p fwd,bwd] [-H HQ:HKV] [-D HEADDIM]\n"
 	    "              [-t bf16|fp16] [-b BATCH] [-w WARMUP] [-n ITERS] [--device N]\n"
-	    "              [-s SEED] MASKFILE...\n"
+	    "              [-s SEED] [--deterministic] MASKFILE...\n"
 	    "       kbench -l\n"
 	    "  -k, --kernel LIST   kernels, or all of this build and device (default: the\n"
 	    "                      fastest on the GPU, hopper on sm_90, else flash; cpu)\n"
@@ -32,6 +32,7 @@ static void usage(void)
 	    "  -n, --iters N       timed iterations (default 20)\n"
 	    "  -s, --seed N        seed of the random inputs (default 1)\n"
 	    "      --check         compare with the fp64 reference; a mismatch is `wrong'\n"
+	    "      --deterministic bwd with the same bits on every run (kernel label NAME+det)\n"
 	    "      --device N      the CUDA device (default 0)\n"
 	    "  -v, --verbose       a line per row on stderr, with the errors of --check\n"
 	    "  -l, --list          list the kernels and what each supports\n"
@@ -44,7 +45,7 @@ static void list(void)
 	static const struct { unsigned cap; const char *name; } caps[] = {
 		{ KC_GPU, "gpu" }, { KC_FWD, "fwd" }, { KC_BWD, "bwd" }, { KC_BF16, "bf16" },
 		{ KC_FP16, "fp16" }, { KC_GQA, "gqa" }, { KC_SLICES, "slices" },
-		{ KC_BLOCKS, "blocks" },
+		{ KC_BLOCKS, "blocks" }, { KC_DET, "det" },
 	};
 
 	for (int i = 0; kern_table[i] != NULL; i++) {
@@ -57,7 +58,7 @@ static void list(void)
 			}
 		if (k->disabled != NULL)
 			snprintf(buf, sizeof buf, "disabled: %s", k->disabled);
-		printf("%-8s %-40s %s\n", k->name, buf, k->about);
+		printf("%-8s %-44s %s\n", k->name, buf, k->about);
 	}
 }
 
@@ -112,6 +113,7 @@ static int row(const struct kb_job *j, const char *path, const char *gpu, int ve
 	const char *why = kb_unsupported(j);
 	int gpuk = j->kern->caps & KC_GPU;
 	struct kb_result r = { 0 };
+	char label[64];
 	struct row w = {
 		.tool = "kbench", .kernel = j->kern->name,
 		.mask = m->pattern[0] ? m->pattern : basename_of(path),
@@ -124,8 +126,13 @@ static int row(const struct kb_job *j, const char *path, const char *gpu, int ve
 		.stack = stack_str(stack_kern(j->kern)),
 	};
 
+	if (s->flags & ATTN_DETERMINISTIC) {
+		snprintf(label, sizeof label, "%s+det", j->kern->name);
+		w.kernel = label;
+	}
 	for (int e = 0; e < KB_NERR; e++)
 		r.err[e] = -1;
+	r.same = -1;
 	if (why != NULL) {
 		r.status = KB_UNSUPPORTED;
 		snprintf(r.why, sizeof r.why, "%s", why);
@@ -158,6 +165,8 @@ static int row(const struct kb_job *j, const char *path, const char *gpu, int ve
 		for (int e = 0; verbose && e < KB_NERR; e++)
 			if (r.err[e] >= 0 || r.err[e] != r.err[e])
 				fprintf(stderr, " err_%s %.3g", kb_errname[e], r.err[e]);
+		if (verbose && r.same >= 0)
+			fprintf(stderr, " rerun %s", r.same ? "same bits" : "differs");
 		fputc('\n', stderr);
 	}
 	return r.status == KB_WRONG || r.status == KB_ERROR;
@@ -176,6 +185,7 @@ int main(int argc, char *argv[])
 		{ "iters", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "check", no_argument, NULL, 'C' },
+		{ "deterministic", no_argument, NULL, 'd' },
 		{ "device", required_argument, NULL, 'G' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "list", no_argument, NULL, 'l' },
@@ -188,6 +198,7 @@ int main(int argc, char *argv[])
 	int nkern = 0, passes[2], npass = 0, hq = 64, hkv = 8, hd = 128, dtype = DT_BF16;
 	int batch = 1, warmup = 5, iters = 20, check = 0, device = 0, verbose = 0;
 	int ch, ngpu = -1, bad = 0, nname = 0;
+	unsigned flags = 0;
 	uint64_t seed = 1;
 	struct mask *masks;
 	int nmask;
@@ -211,6 +222,7 @@ int main(int argc, char *argv[])
 		case 'n': iters = (int)parse_int(optarg, "iterations", 1, 100000, 1); break;
 		case 's': seed = (uint64_t)parse_int(optarg, "seed", 0, INT64_MAX, 0); break;
 		case 'C': check = 1; break;
+		case 'd': flags |= ATTN_DETERMINISTIC; break;
 		case 'G': device = (int)parse_int(optarg, "device", 0, 1023, 0); break;
 		case 'v': verbose = 1; break;
 		case 'l': list(); close_stdout(); return 0;
@@ -303,7 +315,7 @@ int main(int argc, char *argv[])
 					.warmup = warmup, .iters = iters, .check = check, .seed = seed,
 					.shape = { .sq = masks[mi].sq, .sk = masks[mi].sk, .batch = batch,
 					           .hq = hq, .hkv = hkv, .hd = hd, .dtype = dtype,
-					           .scale = 1.0 / sqrt((double)hd) },
+					           .scale = 1.0 / sqrt((double)hd), .flags = flags },
 				};
 				bad |= row(&j, argv[mi], gpu, verbose);
 			}

@@ -219,7 +219,7 @@ static int hp_bwd(void *st, const struct attn_io *io)
 extern "C" const struct kern_ops kern_hopper = {
 	"hopper",
 	"sm_90a attention: TMA, wgmma, warp-specialised, plan-driven (any mask, GQA), fwd+bwd",
-	KC_GPU | KC_FWD | KC_BWD | KC_BF16 | KC_FP16 | KC_GQA | KC_SLICES | KC_BLOCKS,
+	KC_GPU | KC_FWD | KC_BWD | KC_BF16 | KC_FP16 | KC_GQA | KC_SLICES | KC_BLOCKS | KC_DET,
 	NULL,
 	hp_check,
 	hp_init,

@@ -6,12 +6,14 @@
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
- * walk_items).  Two warpgroups of 64 keys each; K and V of the tile stay
- * in shared memory (TMA, 128-byte swizzle) while the CTA walks the
- * transposed plan over every q-head of the GQA group, Q, dO, L and D of
- * each q-tile of 64 rows arriving through a two-stage ring of mbarriers
- * (full: TMA bytes; empty: every warp done),
- * the next tile loading while this one runs.  S^T and dP^T are separate
+ * walk_items).  Three warpgroups: a producer (setmaxnreg 24) whose one
+ * thread issues the TMA loads and whose second warp issues the dQ
+ * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
+ * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
+ * CTA walks the transposed plan over every q-head of the GQA group, Q,
+ * dO, L and D of each q-tile of 64 rows arriving through a two-stage ring
+ * of mbarriers (full: TMA bytes; empty: every consumer warp done), the
+ * next tile loading while this one runs.  S^T and dP^T are separate
  * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
  *   S^T = K Q^T and dP^T = V dO^T (both operands in shared memory);
@@ -20,10 +22,14 @@
  *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
  *   transposed from the same shared tiles);
  *   dS^T to shared memory, then dQ = dS K, staged in shared memory (while
- *   the dK product runs) and added to an fp32 workspace by one TMA
- *   reduce-add per box (converted, scale folded in, by a last kernel): a
- *   bulk reduction costs the L2 far less than per-thread atomics, which
- *   bounded the kernel before.
+ *   the dK product runs, which itself runs on under the next tile's S^T
+ *   and dP^T) and added to an fp32 workspace by the producer's TMA
+ *   reduce-adds, one per box (converted, scale folded in, by a last
+ *   kernel): a bulk reduction costs the L2 far less than per-thread
+ *   atomics, which bounded the kernel before.  Deterministic (kbench
+ *   --deterministic): one CTA per k-tile, none split, and the k-tiles add
+ *   to each dQ tile in descending order, a counter per tile in device
+ *   memory ordering them.
  * dK/dV of a kv-head sum over its q-heads in registers: no atomics.  Only
  * the plan's partial tiles mask elements (cut bits, as flash does, or a
  * bitmask made in init for tiles of many cuts); K and V
@@ -43,6 +49,26 @@ namespace hb {
 /* MANY: partial tiles with more cuts than this read a bitmask made in init
  * instead of testing every cut (random_eviction: one cut per evicted key). */
 enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
+
+/* Registers of the producer warpgroup and of each consumer after
+ * setmaxnreg (the launch gives 168 to each of 384 threads). */
+/* HB_PL: the dK product of a tile runs on under the next tile's S^T and
+ * dP^T (its stage is given back after the next S^T). */
+#ifndef HB_PL
+#define HB_PL 1
+#endif
+/* Measurement only: HB_NR leaves the dQ reduction out (dQ wrong);
+ * HB_EVL asks L2 to keep the dQ lines (evict_last). */
+#ifndef HB_NR
+#define HB_NR 0
+#endif
+#ifndef HB_EVL
+#define HB_EVL 0
+#endif
+#ifndef HB_PREG
+#define HB_PREG "24"
+#define HB_CREG "240"
+#endif
 
 template <typename T> using dt = w16<T>;
 
@@ -186,7 +212,13 @@ struct args {
 	const plan_cut *cut;
 	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
 	const uint2 *bm;           /* per bitmask BK key rows of BQ query bits */
-	int sq, sk, sqp, hq, hkv, nkt, group, mgroup, batch;
+	/* deterministic: per q-tile row of the (untransposed) plan its k-tile
+	 * runs (first k-tile, k-tiles before it in the row), and per (b, hq,
+	 * q-tile) how many k-tiles have added their dQ */
+	const int32_t *frow;
+	const int2 *frank;
+	int *sem;
+	int sq, sk, sqp, hq, hkv, nkt, nqt, group, mgroup, batch;
 	float sl, scale;
 };
 
@@ -208,6 +240,21 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
 	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
 
+/* Named barriers: 1 both consumers (dS^T); DQF + w: consumer w's dQ is
+ * staged; DQE + w: its staging boxes are free again (the reducing warp
+ * and the 128 threads of consumer w). */
+enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
+
+static __device__ __forceinline__ void nbar_sync(int id, int n)
+{
+	asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ void nbar_arrive(int id, int n)
+{
+	asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(n) : "memory");
+}
+
 template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4])
 {
 #pragma unroll
@@ -217,8 +264,48 @@ template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 			asm volatile("" : "+r"(r[i][j]) :: "memory");
 }
 
-template <typename T, int HD>
-__global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap tq,
+/* Deterministic dQ: the k-tiles add to a q-tile in descending order (a
+ * later k-tile's walk reaches a q-tile first on causal-like masks, so
+ * that a CTA seldom waits).  rank: how many k-tiles of q-tile t's row
+ * (mask head hm) come after kt. */
+template <class A> static __device__ __forceinline__ int dq_rank(const A &a, int hm, int t, int kt)
+{
+	const int r = hm * a.nqt + t;
+	int lo = a.frow[r], hi = a.frow[r + 1] - 1;
+	while (lo < hi) {           /* the first run ending after kt */
+		const int mid = (lo + hi) >> 1;
+		if (a.frank[mid].x > kt)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	const int2 f = a.frank[lo];
+	return f.y + f.x - 1 - kt;
+}
+
+static __device__ __forceinline__ void sem_wait(const int *p, int v)
+{
+	int x;
+	for (;;) {
+		asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(x) : "l"(p) : "memory");
+		if (x >= v)
+			break;
+		__nanosleep(64);
+	}
+	asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+
+static __device__ __forceinline__ void sem_post(int *p)
+{
+	asm volatile("fence.proxy.async.global;" ::: "memory");
+	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
+}
+
+/* The last warpgroup (NT..NT+127) is the producer: one thread loads the
+ * tiles, one warp adds the staged dQ to the workspace; the two consumers
+ * get its registers. */
+template <typename T, int HD, bool DET>
+__global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
@@ -248,34 +335,101 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 	}
 	__syncthreads();
 
-	/* Q, dO, L and D of one q-tile into stage s (thread 0). */
-	auto load_q = [&](const bwalk &w, int s) {
-		const int h = hk * a.group + w.gi, q0 = w.t * BQ;
-		const uint32_t bar = barq + 8 * s;
-		bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
-#pragma unroll
-		for (int c = 0; c < CB; c++) {
-			tma4(s0 + M::Q + s * M::QB + c * QBOX, &tq, c * 64, h, q0, b, bar);
-			tma4(s0 + M::O + s * M::QB + c * QBOX, &tdo, c * 64, h, q0, b, bar);
-		}
-		const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
-		bulk(s0 + M::L + s * BQ * 4, a.L + off, BQ * 4, bar);
-		bulk(s0 + M::D + s * BQ * 4, a.D + off, BQ * 4, bar);
-	};
-
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z;
 	bool more = left > 0 && bwalk_seek(w, a, hk, kt, item.y);
-	if (tid == 0) {
-		bar_expect(barkv, 2 * M::KB);
+
+	if (wg == 2) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
+		if (wi == 0 && lane == 0) {
+			/* K, V once; Q, dO, L, D of each q-tile into the stage its
+			 * tile before last has freed */
+			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
-		for (int c = 0; c < CB; c++) {
-			tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, k0, b, barkv);
-			tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
+			for (int c = 0; c < CB; c++) {
+				tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, k0, b, barkv);
+				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
+			}
+			for (int it = 0; more; it++) {
+				const int st = it & 1, h = hk * a.group + w.gi, q0 = w.t * BQ;
+				const uint32_t bar = barq + 8 * st;
+				if (it >= 2)
+					bar_wait(barq + 16 + 8 * st, ((it - 2) >> 1) & 1);
+				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
+#pragma unroll
+				for (int c = 0; c < CB; c++) {
+					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, q0, b, bar);
+					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, q0, b, bar);
+				}
+				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
+				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
+				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
+				more = --left > 0 && bwalk_next(w, a, hk, kt);
+			}
+		} else if (wi == 1) {
+			/* dQ: each consumer's staged boxes added to the workspace by
+			 * TMA (HD 128: its 64 columns; HD 64: all 64, over its own
+			 * keys); the boxes are free once the reduction has read them.
+			 * Deterministic: after the k-tiles before this one, and
+			 * published once the adds are complete. */
+#if HB_EVL
+			uint64_t pol;
+			asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+#endif
+			nbar_arrive(DQE, NDQ);
+			nbar_arrive(DQE + 1, NDQ);
+			for (; more; more = --left > 0 && bwalk_next(w, a, hk, kt)) {
+				const int h = hk * a.group + w.gi, q0 = w.t * BQ;
+				int *sem = nullptr;
+				if (DET && lane == 0) {
+					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
+					sem_wait(sem, dq_rank(a, h / a.mgroup, w.t, kt));
+				}
+				__syncwarp();
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					nbar_sync(DQF + x, NDQ);
+					if (lane == 0) {
+						const uint32_t src = s0 + M::DQ + x * 2 * BQ * 128;
+						const int c0 = HD == 128 ? x * 64 : 0;
+#pragma unroll
+						for (int y = 0; y < 2 && !HB_NR; y++)
+#if HB_EVL
+							asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group.L2::cache_hint"
+							    " [%0, {%2, %3, %4, %5}], [%1], %6;"
+							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b), "l"(pol)
+							    : "memory");
+#else
+							asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+							    " [%0, {%2, %3, %4, %5}], [%1];"
+							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b)
+							    : "memory");
+#endif
+						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+						/* HD 64: both halves add to the same elements */
+						if (DET && HD == 64 && x == 0)
+							asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+					}
+					__syncwarp();
+				}
+				if (lane == 0) {
+					if (DET) {
+						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+						sem_post(sem);
+					} else {
+						asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+					}
+				}
+				__syncwarp();
+				nbar_arrive(DQE, NDQ);
+				nbar_arrive(DQE + 1, NDQ);
+			}
+			if (lane == 0)
+				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 		}
-		if (more)
-			load_q(w, 0);
+		return;
 	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
 
 	float dk[HD / 2], dv[HD / 2];
 #pragma unroll
@@ -315,19 +469,13 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 	};
 
 	bar_wait(barkv, 0);
+	uint32_t pa[4][4], da[4][4];
 	for (int it = 0; more; it++) {
 		const int st = it & 1;
 		const bwalk cur = w;
-		const int h = hk * a.group + cur.gi, q0 = cur.t * BQ;
+		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
 		more = --left > 0 && bwalk_next(w, a, hk, kt);
-		/* The next tile into the other stage once both warpgroups are
-		 * done with the tile before this one. */
-		if (tid == 0 && more) {
-			if (it > 0)
-				bar_wait(barq + 16 + 8 * (st ^ 1), ((it - 1) >> 1) & 1);
-			load_q(w, st ^ 1);
-		}
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + st * M::SB;
 		bar_wait(barq + 8 * st, (it >> 1) & 1);
@@ -342,13 +490,26 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 
 		/* P^T = exp2(S^T sl - L) while dP^T is still running; dV += P^T dO
-		 * goes out before dS^T is known. */
+		 * goes out before dS^T is known.  L is read before the wait: read
+		 * after it, under the products' shared-memory traffic, its latency
+		 * stalled the first exponentials (ncu). */
+		float2 lv[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
 		wg_wait<1>();
 		reg_fence(s);
-		uint32_t pa[4][4], da[4][4];
+#if HB_PL
+		/* the last tile's dK is done: its stage is free */
+		reg_fence(dk);
+		reg_fence(da);
+		__syncwarp();
+		if (it > 0 && lane == 0)
+			bar_arrive(barq + 16 + 8 * (st ^ 1));
+#endif
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4);
+			const float2 l = lv[j];
 #pragma unroll
 			for (int x = 0; x < 4; x++) {
 				const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
@@ -367,12 +528,17 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		}
 		wg_commit();
 
-		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ. */
+		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ
+		 * (D, too, read before the wait). */
+		float2 dd[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
 		wg_wait<1>();
 		reg_fence(dp);
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			const float2 d = *(const float2 *)(cD + 8 * j + 2 * t4);
+			const float2 d = dd[j];
 			float ds[4];
 #pragma unroll
 			for (int x = 0; x < 4; x++)
@@ -383,13 +549,8 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 			sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
 		}
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		/* dS^T of both warpgroups in shared memory (a named barrier: the
-		 * whole CTA, but apart from __syncthreads' own); it also tells
-		 * every thread that the warpgroup's last dQ reduction has read
-		 * the staging boxes. */
-		if ((tid & 127) == 0)
-			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-		asm volatile("bar.sync 1, 256;" ::: "memory");
+		/* dS^T of both warpgroups in shared memory */
+		nbar_sync(1, NT);
 
 		/* dQ = dS K: A = dS^T read M-major.  HD 128: warpgroup wg takes
 		 * columns 64wg.. over all 128 keys; HD 64: its own 64 keys, every
@@ -424,37 +585,32 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		wg_commit();
 		wg_wait<1>();
 		reg_fence(dq);
-		/* dQ to the staging boxes (swizzled: the 8 rows a store touches
-		 * hit 8 distinct 16-byte chunks), then one TMA reduce-add per box
-		 * into the fp32 workspace: rows past sq are clipped by TMA. */
+		/* dQ to the staging boxes once the reducing warp has read them;
+		 * it adds them to the fp32 workspace (rows past sq are clipped by
+		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one
+		 * column group on the same banks, and a 64-bit store serves 16
+		 * lanes (rows g..g+3) at a time: odd rows store column group
+		 * j^2 when even ones store j, so that each half-warp hits 32
+		 * distinct banks (ncu: 2 wavefronts a half-warp before). */
 		{
 			const uint32_t sq0 = s0 + M::DQ + wg * 2 * BQ * 128;
+			const int odd = g & 1;
+			nbar_sync(DQE + wg, NDQ);
 #pragma unroll
 			for (int j = 0; j < 8; j++)
 #pragma unroll
 				for (int rr = 0; rr < 2; rr++) {
-					const int r = wi * 16 + g + rr * 8;
+					const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
 					const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
-					    (((2 * (j & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
-					asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-					    :: "r"(ad), "f"(dq[4 * j + 2 * rr]), "f"(dq[4 * j + 2 * rr + 1]) : "memory");
+					    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+					const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
+					const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
+					asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
 				}
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-			if (wg)
-				asm volatile("bar.sync 3, 128;" ::: "memory");
-			else
-				asm volatile("bar.sync 2, 128;" ::: "memory");
-			if ((tid & 127) == 0) {
-				const int c0 = HD == 128 ? wg * 64 : 0;
-#pragma unroll
-				for (int x = 0; x < 2; x++)
-					asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
-					    " [%0, {%2, %3, %4, %5}], [%1];"
-					    :: "l"(&tdq), "r"(sq0 + x * BQ * 128), "r"(c0 + 32 * x), "r"(h), "r"(q0), "r"(b)
-					    : "memory");
-				asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-			}
+			nbar_arrive(DQF + wg, NDQ);
 		}
+#if !HB_PL
 		wg_wait<0>();
 		reg_fence(dk);
 		reg_fence(dv);
@@ -464,9 +620,16 @@ __global__ void __launch_bounds__(NT, 1) bwd(const __grid_constant__ CUtensorMap
 		__syncwarp();
 		if (lane == 0)
 			bar_arrive(barq + 16 + 8 * st);
+#else
+		reg_fence(dv);
+		reg_fence(pa);
+#endif
 	}
-	if ((tid & 127) == 0)
-		asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#if HB_PL
+	wg_wait<0>();
+	reg_fence(dk);
+	reg_fence(da);
+#endif
 
 	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
 	if (item.w >= 0) {
@@ -513,6 +676,10 @@ struct state {
 	int4 *item;
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
+	int det, nqt;              /* deterministic: frow, frank, sem */
+	int32_t *frow;
+	int2 *frank;
+	int *sem;
 };
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
@@ -546,6 +713,9 @@ static void fini(void *st)
 	dev_free(f->L);
 	dev_free(f->D);
 	dev_free(f->ws);
+	dev_free(f->frow);
+	dev_free(f->frank);
+	dev_free(f->sem);
 	free(f);
 }
 
@@ -611,9 +781,59 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
+/* Deterministic: one CTA per k-tile, k-tiles descending, none split (a
+ * CTA waits only for CTAs launched before it, and no dK/dV slot is added
+ * to in a racing order); per q-tile row of the plan p (not transposed)
+ * each run's end and how many k-tiles come after it in the row. */
+static int det_items(struct state *f, const struct plan *p, const struct plan *pt)
+{
+	const int group = f->s.hq / f->s.hkv, mgroup = f->s.hq / f->mheads;
+	int4 *item = (int4 *)calloc(pt->nkt ? pt->nkt : 1, sizeof *item);
+	int2 *fr = (int2 *)calloc(p->nent ? p->nent : 1, sizeof *fr);
+	int32_t zero = 0;
+	int rc;
+
+	if (item == NULL || fr == NULL) {
+		free(item);
+		free(fr);
+		return KERN_ERR;
+	}
+	for (int kt = 0; kt < pt->nkt; kt++) {
+		int lmax = 0;
+		for (int hk = 0; hk < f->s.hkv; hk++) {
+			int len = 0;
+			for (int gi = 0; gi < group; gi++) {
+				const int r = ((hk * group + gi) / mgroup) * pt->nkt + kt;
+				for (int e = pt->row[r]; e < pt->row[r + 1]; e++)
+					len += pt->ent[e].t1 - pt->ent[e].t0;
+			}
+			lmax = len > lmax ? len : lmax;
+		}
+		item[pt->nkt - 1 - kt] = make_int4(kt, 0, lmax, -1);
+	}
+	for (int r = 0; r < p->nrows; r++)
+		for (int e = p->row[r + 1] - 1, n = 0; e >= p->row[r]; n += p->ent[e].t1 - p->ent[e].t0, e--)
+			fr[e] = make_int2(p->ent[e].t1, n);
+	f->nitems = pt->nkt;
+	f->nslots = 0;
+	f->nqt = p->nqt;
+	if ((rc = upload((void **)&f->item, item, (size_t)pt->nkt * sizeof *item)) == KERN_OK &&
+	    (rc = upload((void **)&f->slotkt, &zero, sizeof zero)) == KERN_OK &&
+	    (rc = upload((void **)&f->frow, p->row, (size_t)(p->nrows + 1) * sizeof *p->row)) == KERN_OK)
+		rc = upload((void **)&f->frank, fr, (size_t)p->nent * sizeof *fr);
+	free(item);
+	free(fr);
+	return rc;
+}
+
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	return cudaFuncSetAttribute(bwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
+	cudaError_t e = cudaFuncSetAttribute(bwd<T, HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    lay_smem<HD>::TOTAL);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(bwd<T, HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    lay_smem<HD>::TOTAL);
+	return e;
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
@@ -631,6 +851,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	f->s = *s;
 	f->mheads = m->heads;
 	f->sqp = (int)((s->sq + BQ - 1) / BQ * BQ);
+	f->det = (s->flags & ATTN_DETERMINISTIC) != 0;
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
@@ -645,9 +866,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
-	rc = plan_transpose(&pt, &p, err, errlen);
-	plan_free(&p);
-	if (rc != 0) {
+	if (plan_transpose(&pt, &p, err, errlen) != 0) {
+		plan_free(&p);
 		free(f);
 		return KERN_ERR;
 	}
@@ -656,7 +876,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->ent, pt.ent, (size_t)pt.nent * sizeof *pt.ent)) == KERN_OK &&
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = bitmasks(f, &pt)) == KERN_OK)
-		rc = items(f, &pt);
+		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
+	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
 		snprintf(err, errlen, rc == KERN_OOM ? "out of device memory for the plan" :
@@ -675,6 +896,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	const int64_t nq = (int64_t)s->batch * s->sq * s->hq * HD;
 	const int64_t npad = (int64_t)s->batch * s->hq * f->sqp;
 	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * BK * HD;
+	const int64_t nsem = f->det ? (int64_t)s->batch * s->hq * f->nqt : 0;
 	CUtensorMap tq, tdo, tk, tv, tdq;
 	int rc;
 
@@ -682,7 +904,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	if (f->dqa == NULL && (dev_alloc((void **)&f->dqa, (size_t)nq * sizeof(float)) != 0 ||
 	    dev_alloc((void **)&f->L, (size_t)npad * sizeof(float)) != 0 ||
 	    dev_alloc((void **)&f->D, (size_t)npad * sizeof(float)) != 0 ||
-	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0)))
+	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0) ||
+	    (nsem > 0 && dev_alloc((void **)&f->sem, (size_t)nsem * sizeof(int)) != 0)))
 		return KERN_OOM;
 	if ((rc = tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
 	    (rc = tmap(&tdo, io->dout, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
@@ -691,7 +914,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
 	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
-	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess))
+	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
+	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
 	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq);
@@ -703,6 +927,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.wsk = f->ws; a.wsv = f->ws + nws;
 	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
 	a.bmi = f->bmi; a.bm = f->bm;
+	a.frow = f->frow; a.frank = f->frank; a.sem = f->sem; a.nqt = f->nqt;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.sl = (float)s->scale * HB_LOG2E;
@@ -711,7 +936,10 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
 	dim3 grid(f->nitems, s->hkv, s->batch);
-	bwd<T, HD><<<grid, NT, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
+	if (f->det)
+		bwd<T, HD, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
+	else
+		bwd<T, HD, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {

@@ -29,7 +29,11 @@ enum {
 	KC_GQA    = 1 << 5,    /* hq != hkv without repeating K/V */
 	KC_SLICES = 1 << 6,    /* any slice mask */
 	KC_BLOCKS = 1 << 7,    /* block-sparse bodies */
+	KC_DET    = 1 << 8,    /* a deterministic bwd when asked (ATTN_DETERMINISTIC) */
 };
+
+/* attn_shape.flags */
+enum { ATTN_DETERMINISTIC = 1 };   /* bwd: the same bits on every run */
 
 /* Return codes of init/fwd/bwd. */
 enum { KERN_OK = 0, KERN_OOM = 1, KERN_ERR = 2 };
@@ -39,6 +43,7 @@ struct attn_shape {
 	int batch, hq, hkv, hd;
 	int dtype;                 /* DT_* */
 	double scale;              /* 1/sqrt(hd) */
+	unsigned flags;            /* ATTN_* */
 };
 
 struct attn_io {

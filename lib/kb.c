@@ -81,6 +81,8 @@ const char *kb_unsupported(const struct kb_job *j)
 		return s->dtype == DT_FP16 ? "no fp16" : "no bf16";
 	if (s->hq != s->hkv && !(k->caps & KC_GQA))
 		return "no GQA";
+	if ((s->flags & ATTN_DETERMINISTIC) && !(k->caps & KC_DET))
+		return "no deterministic backward";
 	if (!(k->caps & (j->mask->body == MASK_BODY_BLOCKS ? KC_BLOCKS : KC_SLICES)))
 		return j->mask->body == MASK_BODY_BLOCKS ? "no block-sparse masks" : "no slice masks";
 	return k->check != NULL ? k->check(s, j->mask, j->pass) : NULL;
@@ -259,6 +261,7 @@ void kb_run_host(const struct kb_job *j, struct kb_result *r)
 	memset(r, 0, sizeof *r);
 	for (int i = 0; i < KB_NERR; i++)
 		r->err[i] = -1;
+	r->same = -1;
 	kb_inputs(&d, s, j->seed);
 	rc = j->kern->init(&st, s, j->mask, err, sizeof err);
 	if (rc != KERN_OK) {

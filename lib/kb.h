@@ -32,6 +32,7 @@ struct kb_result {
 	double ms_median, ms_min, ms_max;
 	double mem_bytes;
 	double err[KB_NERR];        /* relative errors; < 0 when not checked */
+	int same;                   /* bwd --check: a second run gave the same bits (1), not (0); -1 */
 };
 
 /* Inputs in the dtype from the seed: q, k, v, dout.  The last set is

@@ -98,6 +98,7 @@ void kb_run_gpu(const struct kb_job *j, struct kb_result *r)
 	memset(r, 0, sizeof *r);
 	for (int i = 0; i < KB_NERR; i++)
 		r->err[i] = -1;
+	r->same = -1;
 	memset(&d, 0, sizeof d);
 	nq2 = (size_t)s->batch * s->sq * s->hq * s->hd * 2;
 	nk2 = (size_t)s->batch * s->sk * s->hkv * s->hd * 2;
@@ -173,6 +174,27 @@ void kb_run_gpu(const struct kb_job *j, struct kb_result *r)
 			dv = down(io.dv, nk2);
 		}
 		kb_verify(j, &d, o, lse, dq, dk, dv, r);
+		/* bwd: the same bits again?  Required with ATTN_DETERMINISTIC. */
+		if (r->status == KB_OK && j->pass == PASS_BWD) {
+			void *dq2, *dk2, *dv2;
+			cudaMemsetAsync(io.dq, 0xff, nq2, stream);
+			cudaMemsetAsync(io.dk, 0xff, nk2, stream);
+			cudaMemsetAsync(io.dv, 0xff, nk2, stream);
+			if (failed(r, pass(j, st, &io, j->pass), "pass")) {
+				free(dq); free(dk); free(dv);
+				goto out;
+			}
+			dq2 = down(io.dq, nq2);
+			dk2 = down(io.dk, nk2);
+			dv2 = down(io.dv, nk2);
+			r->same = memcmp(dq, dq2, nq2) == 0 && memcmp(dk, dk2, nk2) == 0 &&
+			    memcmp(dv, dv2, nk2) == 0;
+			if (!r->same && (s->flags & ATTN_DETERMINISTIC)) {
+				r->status = KB_WRONG;
+				snprintf(r->why, sizeof r->why, "deterministic, but a second run gave other bits");
+			}
+			free(dq2); free(dk2); free(dv2);
+		}
 		free(o); free(lse); free(dq); free(dk); free(dv);
 		if (r->status != KB_OK)
 			goto out;

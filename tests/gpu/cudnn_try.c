@@ -162,7 +162,7 @@ relerr(int dt, const uint16_t *x, const float *xf, const double *ref, size_t n)
 static int
 one(int kind, int dt, int B, int H, int G, int D, int64_t sq, int64_t sk)
 {
-	struct attn_shape s = { sq, sk, B, H, G, D, dt, 1.0 / sqrt((double)D) };
+	struct attn_shape s = { sq, sk, B, H, G, D, dt, 1.0 / sqrt((double)D), 0 };
 	struct mask m;
 	struct attn_io io = { 0 };
 	size_t nq = (size_t)B * sq * H * D, nk = (size_t)B * sk * G * D, nl = (size_t)B * H * sq;
@@ -302,7 +302,7 @@ cmpf(const void *a, const void *b)
 static void
 timeit(int kind, int64_t S)
 {
-	struct attn_shape s = { S, S, 1, 64, 8, 128, DT_BF16, 1.0 / sqrt(128.0) };
+	struct attn_shape s = { S, S, 1, 64, 8, 128, DT_BF16, 1.0 / sqrt(128.0), 0 };
 	struct mask m = { 0 };
 	struct attn_io io = { 0 };
 	size_t nq = (size_t)S * 64 * 128, nk = (size_t)S * 8 * 128, nl = (size_t)64 * S;

@@ -5,7 +5,9 @@
 #                      S = 1000 (1024 where the pattern needs blocks), fwd and
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
 #                      odd lengths (3001), batch 2, and k-tiles split among
-#                      CTAs (causal, share_question at 4K): every row ok.
+#                      CTAs (causal, share_question at 4K): every row ok;
+#                      a kernel that lists det (kbench -l) also runs its
+#                      deterministic bwd twice a row: the same bits.
 #   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
 #                      lengths, split k-tiles at 4K) and $KERN alone on
 #                      full/causal at 16K/32K and five sparse patterns at 32K
@@ -109,6 +111,12 @@ check)
 	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
 	# walks longer than 64 q-tiles are split among CTAs at this size
 	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
+	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
+		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
+		    $M/full.1000.amask $M/random_eviction.1000.amask $M/causal_document.1000.amask
+		kb "det fp16 4:2 hd64" -p bwd --deterministic -t fp16 -H 4:2 -D 64 $M/causal.4096.amask \
+		    $M/share_question.4096.amask $M/sliding_window.3001.amask
+	fi
 	;;
 quick)
 	checkmasks

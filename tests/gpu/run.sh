@@ -11,8 +11,10 @@
 #   cpbench   tests/gpu/cpbench.sh: NCCL comm layer, cpbench --check, CP rows
 #   flash     tests/gpu/flash.sh check: kbench --check -k flash, every case
 #   hopper    the same for the hopper kernel (sm_90a GPUs only)
-#   versus    hopper, cudnn and flash side by side: full and causal at
-#             8K-32K, every other pattern at 32K (64:8, hd 128, bf16)
+#   versus    hopper and cudnn side by side (and flash with VERSUS_FLASH=1):
+#             full and causal at 1K-128K, fwd and bwd, hopper's
+#             deterministic bwd at 8K/32K/128K, every other pattern at 32K
+#             on hopper (64:8, hd 128, bf16)
 #   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
 #             and naive, fwd and bwd (tests/gpu/kern.sh matrix)
 #   million   1M tokens, 64:8, fwd and bwd, on flash and hopper (O(S)
@@ -155,11 +157,37 @@ kerncheck() {
 sec_flash() { kerncheck flash; }
 sec_hopper() { kerncheck hopper; }
 
+# vsrows KBENCH-ARGS...: one kbench run, its rows appended to versus.tsv
+vsrows() {
+	timeout 600 kbench -v "$@" >"$M/vs.tsv" 2>>"$OUT/bench.log" || fail "versus: kbench $*"
+	if [ -s "$OUT/versus.tsv" ]; then tail -n +2 "$M/vs.tsv" >>"$OUT/versus.tsv"
+	else cp "$M/vs.tsv" "$OUT/versus.tsv"; fi
+}
+
 # One run, so the ratios compare kernels under the same clocks and inputs.
+# 64K and 128K take seconds an iteration: fewer of them (about 4 minutes
+# in all on an H100).
 sec_versus() {
-	OUT="$M/vs" KERN=hopper WITH=,cudnn,flash TMO=400 sh tests/gpu/kern.sh bench >/dev/null 2>&1 ||
-	    fail "versus rows"
-	cp "$M/vs/hopper-bench.tsv" "$OUT/versus.tsv" 2>/dev/null
+	rm -f "$OUT/versus.tsv"
+	k=hopper,cudnn
+	[ "${VERSUS_FLASH:-0}" = 1 ] && k=$k,flash
+	for n in 1024 2048 4096 8192 16384 24576 32768 49152 65536 131072; do
+		maskgen -p full -n $n -o "$M/vs-full-$n.amask" &&
+		    maskgen -p causal -n $n -o "$M/vs-causal-$n.amask" || { fail "maskgen versus $n"; return; }
+		w=3 it=10
+		[ $n -ge 65536 ] && w=1 it=3
+		vsrows -k $k -p fwd,bwd -w $w -n $it "$M/vs-full-$n.amask" "$M/vs-causal-$n.amask"
+	done
+	vsrows --deterministic -k hopper -p bwd -w 2 -n 5 "$M"/vs-*-8192.amask "$M"/vs-*-32768.amask
+	vsrows --deterministic -k hopper -p bwd -w 1 -n 3 "$M"/vs-*-131072.amask
+	for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
+	    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
+	    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
+	    random_eviction; do
+		maskgen -p $p -n 32768 -s 3 -o "$M/vp-$p.amask" || fail "maskgen $p"
+	done
+	vsrows -k hopper -p fwd,bwd -w 2 -n 5 "$M"/vp-*.amask
+	say "versus: $(awk 'NR > 1' "$OUT/versus.tsv" | wc -l) rows"
 	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
 }
 

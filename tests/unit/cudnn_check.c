@@ -20,7 +20,7 @@ extern const struct kern_ops kern_cudnn;
 static const char *
 verdict(const struct mask *m)
 {
-	struct attn_shape s = { m->sq, m->sk, 1, 8, 2, 128, DT_BF16, 0.088 };
+	struct attn_shape s = { m->sq, m->sk, 1, 8, 2, 128, DT_BF16, 0.088, 0 };
 
 	return kern_cudnn.check(&s, m, PASS_FWD | PASS_BWD);
 }
