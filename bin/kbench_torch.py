@@ -1435,9 +1435,17 @@ def import_torch():
     """torch, or None and why not."""
     try:
         import torch
-        return torch, None
     except ImportError:
         return None, "torch not found (pip install torch)"
+    # The backward pass is timed by repeated autograd.grad over one forward
+    # graph (retain_graph): a compiled graph (Flex) must not donate its
+    # saved buffers to the first of them.
+    try:
+        import torch._functorch.config as fc
+        fc.donated_buffer = False
+    except (ImportError, AttributeError):
+        pass
+    return torch, None
 
 
 def listing(o, paths):

@@ -13,7 +13,7 @@
 
 static struct attn_shape shape(int64_t S)
 {
-	return (struct attn_shape){ S, S, 1, 8, 4, 32, DT_BF16, 0.1767767 };
+	return (struct attn_shape){ S, S, 1, 8, 4, 32, DT_BF16, 0.1767767, 0 };
 }
 
 /* The global token of shard row q of rank r. */
