@@ -210,6 +210,28 @@ static int rag_bwd(struct cp_run *r)
 	return rc;
 }
 
+/* Every member's tokens in member order (the gathered K/V), adjacent
+ * ranges merged: kr gets at most 2R of them. */
+static int all_keys(int64_t S, int R, int64_t (*kr)[2])
+{
+	int nk = 0;
+
+	for (int i = 0; i < R; i++) {
+		int64_t g[2][2];
+		int n = cp_member(S, R, i, g);
+		for (int j = 0; j < n; j++) {
+			if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
+				kr[nk - 1][1] = g[j][1];
+			} else {
+				kr[nk][0] = g[j][0];
+				kr[nk][1] = g[j][1];
+				nk++;
+			}
+		}
+	}
+	return nk;
+}
+
 static int rag_setup(struct cp_run *r)
 {
 	struct rag *a = r->self;
@@ -257,19 +279,7 @@ static int rag_setup(struct cp_run *r)
 
 	/* Own queries x every rank's keys, in rank order (as gathered). */
 	int nq = cp_member(r->S, r->R, comm_rank(r->env->world), qr);
-	for (int i = 0; i < r->R; i++) {
-		int64_t g[2][2];
-		int n = cp_member(r->S, r->R, i, g);
-		for (int j = 0; j < n; j++) {
-			if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
-				kr[nk - 1][1] = g[j][1];
-			} else {
-				kr[nk][0] = g[j][0];
-				kr[nk][1] = g[j][1];
-				nk++;
-			}
-		}
-	}
+	nk = all_keys(r->S, r->R, kr);
 	ls = cp_local_shape(r, r->c, r->S, a->hqg, a->hkg);
 	st = cp_plan(r, qr, nq, kr, nk, &ls, &a->piece, &a->kst);
 	free(kr);
@@ -356,20 +366,7 @@ static int sched(const struct cp_job *job, int N, int ns, struct cp_sched *s)
 		int nq = cp_member(sh->sq, N, me, qr);
 
 		/* rag_setup's ranges: own queries x every rank's keys in rank order */
-		nk = 0;
-		for (int i = 0; i < N; i++) {
-			int64_t g[2][2];
-			int n = cp_member(sh->sq, N, i, g);
-			for (int j = 0; j < n; j++) {
-				if (nk > 0 && kr[nk - 1][1] == g[j][0]) {
-					kr[nk - 1][1] = g[j][1];
-				} else {
-					kr[nk][0] = g[j][0];
-					kr[nk][1] = g[j][1];
-					nk++;
-				}
-			}
-		}
+		nk = all_keys(sh->sq, N, kr);
 		if ((ai = cps_attn(s, job->mask, qr, nq, kr, nk, sh->hq / G, sh->hkv / G)) < 0) {
 			free(kr);
 			return CP_ERROR;
