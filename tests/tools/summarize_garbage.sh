@@ -65,7 +65,12 @@ done
 unset AWK
 
 # A row cut around each of its tabs, inside the file and as its last line
-# (no newline): refused, or harmless with the table of the whole row.
+# (no newline): refused, or harmless with the table of the whole row.  Rows
+# whose last column is seed (older streams, cpbench's fixture): a cut in
+# seed is harmless; a cut in a last column summarize prints (stack, in the
+# titles) reads as a shorter stack, which no portable awk can tell.
+K=$TOP/tests/fixtures/cpbench-h200.tsv
+row=$(sed -n 2p "$K")
 { cat "$K"; echo "$row"; } | summarize >"$T/whole-end" 2>/dev/null
 { cat "$K"; echo "$row"; tail -n 1 "$K"; } | summarize >"$T/whole-mid" 2>/dev/null
 at=$(printf '%s\n' "$row" | awk -F'\t' '{ x = 0; for (i = 1; i < NF; i++) { x += length($i); printf " %d %d %d", x, x + 1, x + 2; x++ } print " " length($0) - 1 }')
