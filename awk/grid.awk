@@ -187,7 +187,7 @@ function figure(fi,    n, C, R, W, H, top, bot, cw, ch, k, pi, j, i, nsp, sp, xs
 		print "reset" > gp
 		printf "set multiplot title %s font \",16\"\n", q(title "\\n" t) > gp
 		print "set grid ytics lc rgb \"#d0d0d0\"" > gp
-		print "set lmargin 9; set rmargin 2; set tmargin 2.2; set bmargin 3.2" > gp
+		print "set lmargin 11; set rmargin 2; set tmargin 2.2; set bmargin 3.2" > gp
 		print "set ytics font \",10\"" > gp
 		print "set xtics font \",10\" nomirror" > gp
 		print "set ytics nomirror" > gp
