@@ -33,3 +33,23 @@ bad() {
 }
 
 finish() { [ $nfail -eq 0 ]; exit $?; }
+
+# slurm_up NAME: the private cluster (tests/slurm/cluster.sh) started for a
+# cpbench test, stopped when the test exits, its environment set; where it
+# cannot run, NAME is skipped (failed in CI) and the test ends.
+slurm_up() {
+	CL="$TOP/tests/slurm/cluster.sh"
+	if [ "$(id -u)" -ne 0 ] || ! command -v slurmctld >/dev/null || [ ! -f "$CL" ]; then
+		skip "$1" "needs root, slurm-wlm, munge and tests/slurm/cluster.sh"; finish
+	fi
+	if [ ! -x "$TOP/bin/cpbench" ] || ! command -v maskgen >/dev/null; then
+		fail "$1" "bin/cpbench or bin/maskgen missing (make)"; finish
+	fi
+	export LONGATTN_SLURM_DIR=$T/slurm
+	trap 'sh "$CL" stop >/dev/null 2>&1; rm -rf "$T"' EXIT
+	trap 'exit 1' INT TERM HUP
+	if ! sh "$CL" start >"$T/start.log" 2>&1; then
+		fail "$1-start" "$(tail -n 20 "$T/start.log")"; finish
+	fi
+	eval "$(sh "$CL" env)"
+}

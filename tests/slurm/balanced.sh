@@ -5,21 +5,7 @@
 # the row's sent_bytes and imbalance columns; and on a sliding window it
 # moves a fraction of what ring_p2p moves.
 . "$(dirname "$0")/../lib.sh"
-CL="$TOP/tests/slurm/cluster.sh"
-
-if [ "$(id -u)" -ne 0 ] || ! command -v slurmctld >/dev/null || [ ! -f "$CL" ]; then
-	skip balanced-slurm "needs root, slurm-wlm, munge and tests/slurm/cluster.sh"; finish
-fi
-if [ ! -x "$TOP/bin/cpbench" ] || ! command -v maskgen >/dev/null; then
-	fail balanced-slurm "bin/cpbench or bin/maskgen missing (make)"; finish
-fi
-export LONGATTN_SLURM_DIR=$T/slurm
-trap 'sh "$CL" stop >/dev/null 2>&1; rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM HUP
-if ! sh "$CL" start >"$T/start.log" 2>&1; then
-	fail balanced-slurm-start "$(tail -n 20 "$T/start.log")"; finish
-fi
-eval "$(sh "$CL" env)"
+slurm_up balanced-slurm
 export SLURM_CONF LONGATTN_THREADS=1
 cd "$LONGATTN_SLURM_SHARED" || exit 1
 sr() { timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=2 "$@"; }
