@@ -118,17 +118,17 @@ if sweep kbench "$kb" kb; then
 	fi
 fi
 
-# ---- cpbench.sbatch: worlds 2 (1 node) and 4 (2 nodes) x 4 masks x 5 strategies x fwd,bwd
+# ---- cpbench.sbatch: worlds 2 (1 node) and 4 (2 nodes) x 4 masks x 6 strategies x fwd,bwd
 if sweep cpbench "$cp" cp; then
-	check cpbench-80-rows test "$(($(wc -l <"$f") - 1))" -eq 80
-	check cpbench-worlds test "$(rows "$f" '$c["world"] == 2 && $c["seqlen_q"] == 128')" -eq 40 -a \
-	    "$(rows "$f" '$c["world"] == 4 && $c["seqlen_q"] == 256')" -eq 40
+	check cpbench-96-rows test "$(($(wc -l <"$f") - 1))" -eq 96
+	check cpbench-worlds test "$(rows "$f" '$c["world"] == 2 && $c["seqlen_q"] == 128')" -eq 48 -a \
+	    "$(rows "$f" '$c["world"] == 4 && $c["seqlen_q"] == 256')" -eq 48
 	check cpbench-strategies test "$(awk -F '\t' 'NR > 1 { print $2 }' "$f" | sort -u | tr '\n' ' ')" = \
-	    "loongtrain ring_allgather ring_p2p ulysses usp "
+	    "balanced loongtrain ring_allgather ring_p2p ulysses usp "
 	check cpbench-no-wrong test "$(rows "$f" '$c["status"] != "ok" && $c["status"] != "unsupported"')" -eq 0
 	check cpbench-ok-full-causal test "$(rows "$f" '$c["status"] == "ok" && $c["ms_median"] > 0 &&
-	    ($c["mask"] == "full" || $c["mask"] == "causal")')" -eq 40
-	check cpbench-progress test "$(grep -c '^cpbench.sbatch: row cpbench ' "$D/cpbench.out")" -eq 80
+	    ($c["mask"] == "full" || $c["mask"] == "causal")')" -eq 48
+	check cpbench-progress test "$(grep -c '^cpbench.sbatch: row cpbench ' "$D/cpbench.out")" -eq 96
 	check cpbench-summary test -s "${f%.tsv}.txt"
 fi
 
@@ -152,9 +152,9 @@ else
 	    "$(printf '%s\n%s\n' "$last" "$start" | sort | tail -1)" = "$start"
 	check study-header test "$(head -1 "$R/all.tsv")" = "$HEADER"
 	check study-one-header test "$(grep -c '^tool	' "$R/all.tsv")" -eq 1
-	# 2 patterns x 256 x fwd,bwd + 1 mask x world 4 x 5 strategies x fwd,bwd
-	check study-14-rows test "$(rows "$R/all.tsv" '$c["tool"] == "kbench"')" -eq 4 -a \
-	    "$(rows "$R/all.tsv" '$c["tool"] == "cpbench" && $c["world"] == 4')" -eq 10
+	# 2 patterns x 256 x fwd,bwd + 1 mask x world 4 x 6 strategies x fwd,bwd
+	check study-16-rows test "$(rows "$R/all.tsv" '$c["tool"] == "kbench"')" -eq 4 -a \
+	    "$(rows "$R/all.tsv" '$c["tool"] == "cpbench" && $c["world"] == 4')" -eq 12
 	check study-summary sh -c "[ -s '$R/summary.txt' ] && [ -s '$R/summary.md' ] && grep -q '|' '$R/summary.md'"
 fi
 
