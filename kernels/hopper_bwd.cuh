@@ -65,6 +65,17 @@ enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
 #ifndef HB_EVL
 #define HB_EVL 0
 #endif
+/* HB_SPREAD: a k-tile's walk enters each run of whole tiles kt tiles in
+ * (wrapping), so that the CTAs in flight, which walk in step, read and
+ * reduce into different q-tiles rather than all into one (as a causal
+ * pass does by itself).  HB_LPT: one CTA list over every kv-head,
+ * heaviest walk first (not each kv-head's list after the other). */
+#ifndef HB_SPREAD
+#define HB_SPREAD 0
+#endif
+#ifndef HB_LPT
+#define HB_LPT 0
+#endif
 #ifndef HB_PREG
 #define HB_PREG "24"
 #define HB_CREG "240"
@@ -208,6 +219,7 @@ struct args {
 	float *wsk, *wsv;          /* fp32 dK, dV of split k-tiles, [slot][b][hkv][BK][hd] */
 	const int32_t *row;
 	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
+	const int32_t *ihk;        /* per CTA its kv-head, or null: blockIdx.y */
 	const plan_ent *ent;
 	const plan_cut *cut;
 	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
@@ -301,6 +313,15 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
+/* The q-tile at walk position t of entry E (HB_SPREAD). */
+template <bool DET> static __device__ __forceinline__ int qtile(const plan_ent &E, int t, int kt)
+{
+	if (DET || !HB_SPREAD || E.ncut != 0)
+		return t;
+	const int n = E.t1 - E.t0, u = t + kt % n;
+	return u >= E.t1 ? u - n : u;
+}
+
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
  * get its registers. */
@@ -320,7 +341,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
-	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
+	const int hk = a.ihk != nullptr ? a.ihk[blockIdx.x] : blockIdx.y, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
 	T *tag = nullptr;
 
@@ -351,7 +372,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
 			}
 			for (int it = 0; more; it++) {
-				const int st = it & 1, h = hk * a.group + w.gi, q0 = w.t * BQ;
+				const int st = it & 1, h = hk * a.group + w.gi, q0 = qtile<DET>(a.ent[w.e], w.t, kt) * BQ;
 				const uint32_t bar = barq + 8 * st;
 				if (it >= 2)
 					bar_wait(barq + 16 + 8 * st, ((it - 2) >> 1) & 1);
@@ -379,7 +400,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && bwalk_next(w, a, hk, kt)) {
-				const int h = hk * a.group + w.gi, q0 = w.t * BQ;
+				const int h = hk * a.group + w.gi, q0 = qtile<DET>(a.ent[w.e], w.t, kt) * BQ;
 				int *sem = nullptr;
 				if (DET && lane == 0) {
 					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
@@ -473,8 +494,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	for (int it = 0; more; it++) {
 		const int st = it & 1;
 		const bwalk cur = w;
-		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
+		const int q0 = qtile<DET>(E, cur.t, kt) * BQ;
 		more = --left > 0 && bwalk_next(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + st * M::SB;
@@ -674,6 +695,7 @@ struct state {
 	int32_t *bmi;
 	uint2 *bm;
 	int4 *item;
+	int32_t *ihk;              /* HB_LPT: per CTA its kv-head (nitems counts them all) */
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
 	int det, nqt;              /* deterministic: frow, frank, sem */
@@ -709,6 +731,7 @@ static void fini(void *st)
 	dev_free(f->bmi);
 	dev_free(f->bm);
 	dev_free(f->item);
+	dev_free(f->ihk);
 	dev_free(f->dqa);
 	dev_free(f->L);
 	dev_free(f->D);
@@ -774,6 +797,40 @@ static int items(struct state *f, const struct plan *p)
 
 	if (rc != KERN_OK)
 		return rc;
+	if (HB_LPT && f->s.hkv > 1 && (int64_t)f->nitems * f->s.hkv <= INT_MAX) {
+		/* every kv-head's CTAs in one list, heaviest first: items of one
+		 * length kv-head by kv-head (those in flight share Q/dO tiles) */
+		const int hkv = f->s.hkv, n = f->nitems;
+		int4 *x = (int4 *)malloc((size_t)n * hkv * sizeof *x);
+		int32_t *xh = (int32_t *)malloc((size_t)n * hkv * sizeof *xh);
+		int m = 0;
+		if (x == NULL || xh == NULL) {
+			free(x);
+			free(xh);
+			free(item);
+			free(slotkt);
+			return KERN_ERR;
+		}
+		for (int i = 0, j; i < n; i = j) {
+			for (j = i; j < n && item[j].z == item[i].z; j++)
+				;
+			for (int hk = 0; hk < hkv; hk++)
+				for (int k = i; k < j; k++) {
+					x[m] = item[k];
+					xh[m++] = hk;
+				}
+		}
+		rc = upload((void **)&f->ihk, xh, (size_t)m * sizeof *xh);
+		free(item);
+		free(xh);
+		item = x;
+		f->nitems = m;
+		if (rc != KERN_OK) {
+			free(item);
+			free(slotkt);
+			return rc;
+		}
+	}
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
 	free(item);
@@ -925,7 +982,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	args a;
 	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
 	a.wsk = f->ws; a.wsv = f->ws + nws;
-	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
+	a.row = f->row; a.item = f->item; a.ihk = f->ihk; a.ent = f->ent; a.cut = f->cut;
 	a.bmi = f->bmi; a.bm = f->bm;
 	a.frow = f->frow; a.frank = f->frank; a.sem = f->sem; a.nqt = f->nqt;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
@@ -935,7 +992,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* k-tiles fastest: the CTAs in flight walk the q-heads of one kv-head,
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
-	dim3 grid(f->nitems, s->hkv, s->batch);
+	dim3 grid(f->nitems, f->ihk != nullptr ? 1 : s->hkv, s->batch);
 	if (f->det)
 		bwd<T, HD, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	else
