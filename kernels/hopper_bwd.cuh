@@ -65,16 +65,13 @@ enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
 #ifndef HB_EVL
 #define HB_EVL 0
 #endif
-/* HB_SPREAD: a k-tile's walk enters each run of whole tiles kt tiles in
- * (wrapping), so that the CTAs in flight, which walk in step, read and
- * reduce into different q-tiles rather than all into one (as a causal
- * pass does by itself).  HB_LPT: one CTA list over every kv-head,
- * heaviest walk first (not each kv-head's list after the other). */
-#ifndef HB_SPREAD
-#define HB_SPREAD 0
+/* HB_PH: on one-head masks whose rows reach HB_PH_MIN q-tiles, a CTA per
+ * (k-tile, q-head), q-head by q-head (see items). */
+#ifndef HB_PH
+#define HB_PH 0
 #endif
-#ifndef HB_LPT
-#define HB_LPT 0
+#ifndef HB_PH_MIN
+#define HB_PH_MIN 256
 #endif
 #ifndef HB_PREG
 #define HB_PREG "24"
@@ -219,7 +216,6 @@ struct args {
 	float *wsk, *wsv;          /* fp32 dK, dV of split k-tiles, [slot][b][hkv][BK][hd] */
 	const int32_t *row;
 	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
-	const int32_t *ihk;        /* per CTA its kv-head, or null: blockIdx.y */
 	const plan_ent *ent;
 	const plan_cut *cut;
 	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
@@ -313,15 +309,6 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
-/* The q-tile at walk position t of entry E (HB_SPREAD). */
-template <bool DET> static __device__ __forceinline__ int qtile(const plan_ent &E, int t, int kt)
-{
-	if (DET || !HB_SPREAD || E.ncut != 0)
-		return t;
-	const int n = E.t1 - E.t0, u = t + kt % n;
-	return u >= E.t1 ? u - n : u;
-}
-
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
  * get its registers. */
@@ -341,7 +328,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
-	const int hk = a.ihk != nullptr ? a.ihk[blockIdx.x] : blockIdx.y, kt = item.x, b = blockIdx.z;
+	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
 	T *tag = nullptr;
 
@@ -372,7 +359,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
 			}
 			for (int it = 0; more; it++) {
-				const int st = it & 1, h = hk * a.group + w.gi, q0 = qtile<DET>(a.ent[w.e], w.t, kt) * BQ;
+				const int st = it & 1, h = hk * a.group + w.gi, q0 = w.t * BQ;
 				const uint32_t bar = barq + 8 * st;
 				if (it >= 2)
 					bar_wait(barq + 16 + 8 * st, ((it - 2) >> 1) & 1);
@@ -400,7 +387,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && bwalk_next(w, a, hk, kt)) {
-				const int h = hk * a.group + w.gi, q0 = qtile<DET>(a.ent[w.e], w.t, kt) * BQ;
+				const int h = hk * a.group + w.gi, q0 = w.t * BQ;
 				int *sem = nullptr;
 				if (DET && lane == 0) {
 					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
@@ -494,8 +481,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	for (int it = 0; more; it++) {
 		const int st = it & 1;
 		const bwalk cur = w;
+		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
-		const int q0 = qtile<DET>(E, cur.t, kt) * BQ;
 		more = --left > 0 && bwalk_next(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + st * M::SB;
@@ -695,7 +682,6 @@ struct state {
 	int32_t *bmi;
 	uint2 *bm;
 	int4 *item;
-	int32_t *ihk;              /* HB_LPT: per CTA its kv-head (nitems counts them all) */
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
 	int det, nqt;              /* deterministic: frow, frank, sem */
@@ -731,7 +717,6 @@ static void fini(void *st)
 	dev_free(f->bmi);
 	dev_free(f->bm);
 	dev_free(f->item);
-	dev_free(f->ihk);
 	dev_free(f->dqa);
 	dev_free(f->L);
 	dev_free(f->D);
@@ -788,49 +773,81 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* The CTAs (tile.cuh's walk_items), on the device. */
+static int head_by_len(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->z != j->z)
+		return i->z > j->z ? -1 : 1;
+	return i->x > j->x ? 1 : i->x < j->x ? -1 : 0;
+}
+
+/* Long rows of a one-head mask (HB_PH): a CTA per (k-tile, q-head), every
+ * k-tile adding its dK/dV to an fp32 slot, listed q-head by q-head and in
+ * each the longest row first.  The CTAs in flight then walk one q-head's
+ * Q/dO and dQ tiles (full masks in step, causal ones 2 tiles apart), so
+ * that those stay in L2: walks over the whole group drift apart (full)
+ * or land on different q-heads (causal, whose rows differ in length).
+ * 0 when the plan does not qualify. */
+static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *nitems,
+    int32_t **slotktp, int *nslots)
+{
+	const int n = p->nkt, group = f->s.hq / f->s.hkv;
+	int4 *item;
+	int32_t *slotkt;
+	int ni = 0, lmax = 0, m = 0;
+
+	if (!HB_PH || f->mheads != 1 || group < 2 || p->nrows != n)
+		return 0;
+	for (int kt = 0; kt < n; kt++) {
+		int len = 0;
+		for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
+			len += p->ent[e].t1 - p->ent[e].t0;
+		lmax = len > lmax ? len : lmax;
+		ni += len > 0;
+	}
+	if (lmax < HB_PH_MIN || (int64_t)ni * group > 65535)
+		return 0;
+	item = (int4 *)malloc((size_t)ni * group * sizeof *item);
+	slotkt = (int32_t *)malloc((size_t)n * sizeof *slotkt);
+	if (item == NULL || slotkt == NULL) {
+		free(item);
+		free(slotkt);
+		return -1;
+	}
+	for (int kt = 0; kt < n; kt++) {
+		int len = 0;
+		slotkt[kt] = kt;
+		for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
+			len += p->ent[e].t1 - p->ent[e].t0;
+		if (len > 0)
+			item[m++] = make_int4(kt, 0, len, kt);
+	}
+	qsort(item, m, sizeof *item, head_by_len);
+	for (int gi = group - 1; gi >= 0; gi--)
+		for (int i = 0; i < m; i++)
+			item[gi * m + i] = make_int4(item[i].x, gi * item[i].z, item[i].z, item[i].x);
+	*itemp = item;
+	*nitems = m * group;
+	*slotktp = slotkt;
+	*nslots = n;
+	return 1;
+}
+
+/* The CTAs (head_items, or tile.cuh's walk_items), on the device. */
 static int items(struct state *f, const struct plan *p)
 {
 	int4 *item;
 	int32_t *slotkt;
-	int rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
+	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots);
 
+	if (rc < 0)
+		return KERN_ERR;
+	if (rc == 0)
+		rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
+	else
+		rc = KERN_OK;
 	if (rc != KERN_OK)
 		return rc;
-	if (HB_LPT && f->s.hkv > 1 && (int64_t)f->nitems * f->s.hkv <= INT_MAX) {
-		/* every kv-head's CTAs in one list, heaviest first: items of one
-		 * length kv-head by kv-head (those in flight share Q/dO tiles) */
-		const int hkv = f->s.hkv, n = f->nitems;
-		int4 *x = (int4 *)malloc((size_t)n * hkv * sizeof *x);
-		int32_t *xh = (int32_t *)malloc((size_t)n * hkv * sizeof *xh);
-		int m = 0;
-		if (x == NULL || xh == NULL) {
-			free(x);
-			free(xh);
-			free(item);
-			free(slotkt);
-			return KERN_ERR;
-		}
-		for (int i = 0, j; i < n; i = j) {
-			for (j = i; j < n && item[j].z == item[i].z; j++)
-				;
-			for (int hk = 0; hk < hkv; hk++)
-				for (int k = i; k < j; k++) {
-					x[m] = item[k];
-					xh[m++] = hk;
-				}
-		}
-		rc = upload((void **)&f->ihk, xh, (size_t)m * sizeof *xh);
-		free(item);
-		free(xh);
-		item = x;
-		f->nitems = m;
-		if (rc != KERN_OK) {
-			free(item);
-			free(slotkt);
-			return rc;
-		}
-	}
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
 	free(item);
@@ -982,7 +999,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	args a;
 	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
 	a.wsk = f->ws; a.wsv = f->ws + nws;
-	a.row = f->row; a.item = f->item; a.ihk = f->ihk; a.ent = f->ent; a.cut = f->cut;
+	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
 	a.bmi = f->bmi; a.bm = f->bm;
 	a.frow = f->frow; a.frank = f->frank; a.sem = f->sem; a.nqt = f->nqt;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
@@ -992,7 +1009,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* k-tiles fastest: the CTAs in flight walk the q-heads of one kv-head,
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
-	dim3 grid(f->nitems, f->ihk != nullptr ? 1 : s->hkv, s->batch);
+	dim3 grid(f->nitems, s->hkv, s->batch);
 	if (f->det)
 		bwd<T, HD, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	else
