@@ -6,7 +6,9 @@
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
- * walk_items).  Three warpgroups: a producer (setmaxnreg 24) whose one
+ * walk_items); on long causal and full masks a CTA per (k-tile, q-head),
+ * q-head by q-head, so that the CTAs in flight share one q-head's tiles
+ * in L2 (head_items).  Three warpgroups: a producer (setmaxnreg 24) whose one
  * thread issues the TMA loads and whose second warp issues the dQ
  * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
  * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
@@ -49,6 +51,10 @@ namespace hb {
 /* MANY: partial tiles with more cuts than this read a bitmask made in init
  * instead of testing every cut (random_eviction: one cut per evicted key). */
 enum { BK = 128, BQ = 64, NT = 256, MANY = 8 };
+
+/* PH: a CTA per (k-tile, q-head) on causal and full masks whose longest
+ * row has PH q-tiles, PH/2 when rows differ in length (head_items). */
+enum { PH = 256 };
 
 /* Registers of the producer warpgroup and of each consumer after
  * setmaxnreg (the launch gives 168 to each of 384 threads). */
@@ -765,13 +771,91 @@ static int bitmasks(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* The CTAs (tile.cuh's walk_items), on the device. */
+static int head_by_len(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->z != j->z)
+		return i->z > j->z ? -1 : 1;
+	return i->x > j->x ? 1 : i->x < j->x ? -1 : 0;
+}
+
+/* Long rows of a one-head mask whose every row is one run of q-tiles to
+ * the last (causal, full, prefix-LM): a CTA per (k-tile, q-head), every
+ * k-tile adding its dK/dV to an fp32 slot, listed q-head by q-head and in
+ * each the longest row first.  A walk over the whole group meets the
+ * q-heads one after the other, and causal rows differ in length, so CTAs
+ * of different k-tiles change q-head at different times and those in
+ * flight spread over several q-heads' Q/dO and dQ tiles, which then leave
+ * L2; one q-head a CTA keeps them on one (H100, round 4: causal 8K-128K
+ * +2.6-6%, full 16K-128K +0-1.3%; on equal rows of 128 q-tiles, full 8K,
+ * -1.5%, of 32, 2K, -3..-5%: a K/V load, a prologue and a slot add a
+ * short walk).  1 if it made the list, 0 when the plan does not qualify,
+ * -1 out of memory. */
+static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *nitems,
+    int32_t **slotktp, int *nslots)
+{
+	const int n = p->nkt, group = f->s.hq / f->s.hkv;
+	int4 *item;
+	int32_t *slotkt;
+	int ni = 0, lmax = 0, lmin = INT_MAX, m = 0;
+
+	if (f->mheads != 1 || group < 2 || p->nrows != n)
+		return 0;
+	for (int kt = 0; kt < n; kt++) {
+		const int e0 = p->row[kt], e1 = p->row[kt + 1];
+		if (e0 == e1)
+			continue;
+		for (int e = e0 + 1; e < e1; e++)
+			if (p->ent[e].t0 != p->ent[e - 1].t1)
+				return 0;
+		if (p->ent[e1 - 1].t1 != p->nqt)
+			return 0;
+		const int len = p->nqt - p->ent[e0].t0;
+		lmax = len > lmax ? len : lmax;
+		lmin = len < lmin ? len : lmin;
+		ni++;
+	}
+	if (lmax < (lmin < lmax ? PH / 2 : PH) || (int64_t)ni * group > 65535)
+		return 0;
+	item = (int4 *)malloc((size_t)ni * group * sizeof *item);
+	slotkt = (int32_t *)malloc((size_t)n * sizeof *slotkt);
+	if (item == NULL || slotkt == NULL) {
+		free(item);
+		free(slotkt);
+		return -1;
+	}
+	for (int kt = 0; kt < n; kt++) {
+		int len = 0;
+		slotkt[kt] = kt;
+		for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
+			len += p->ent[e].t1 - p->ent[e].t0;
+		if (len > 0)
+			item[m++] = make_int4(kt, 0, len, kt);
+	}
+	qsort(item, m, sizeof *item, head_by_len);
+	for (int gi = group - 1; gi >= 0; gi--)
+		for (int i = 0; i < m; i++)
+			item[gi * m + i] = make_int4(item[i].x, gi * item[i].z, item[i].z, item[i].x);
+	*itemp = item;
+	*nitems = m * group;
+	*slotktp = slotkt;
+	*nslots = n;
+	return 1;
+}
+
+/* The CTAs (head_items, or tile.cuh's walk_items), on the device. */
 static int items(struct state *f, const struct plan *p)
 {
 	int4 *item;
 	int32_t *slotkt;
-	int rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
+	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots);
 
+	if (rc < 0)
+		return KERN_ERR;
+	if (rc == 0)
+		rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
+	else
+		rc = KERN_OK;
 	if (rc != KERN_OK)
 		return rc;
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)

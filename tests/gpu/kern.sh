@@ -5,7 +5,9 @@
 #                      S = 1000 (1024 where the pattern needs blocks), fwd and
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
 #                      odd lengths (3001), batch 2, and k-tiles split among
-#                      CTAs (causal, share_question at 4K): every row ok;
+#                      CTAs (causal, share_question at 4K), causal bwd
+#                      at 8K (hopper: a CTA per k-tile and q-head): every
+#                      row ok;
 #                      a kernel that lists det (kbench -l) also runs its
 #                      deterministic bwd twice a row: the same bits.
 #   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
@@ -111,6 +113,9 @@ check)
 	kb "batch 2" -t bf16 -H 8:2 -D 128 -b 2 $M/causal.1000.amask $M/prefix_lm_document.1000.amask
 	# walks longer than 64 q-tiles are split among CTAs at this size
 	kb "split fp16 4:2 hd64" -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
+	# causal rows of 128 q-tiles: hopper's bwd runs a CTA per (k-tile, q-head)
+	gen causal 8192
+	kb "per-head fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.8192.amask
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
 		    $M/full.1000.amask $M/random_eviction.1000.amask $M/causal_document.1000.amask
