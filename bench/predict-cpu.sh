@@ -15,16 +15,19 @@
 # (sched_autogroup).  So:
 # - every task raises its session's autogroup priority (PRIO, -15; root):
 #   other sessions' builds then take about 3% of a core, not a third;
-# - kbench runs one srun per mask, so that its ranks (as many as cpbench
-#   runs, sharing the cores alike) stay in step: one srun for all masks
-#   let them drift apart, and the last rows ran with fewer ranks at once
-#   (2x2: 1.0-1.7x of the 2x1 time instead of 2x);
+# - kbench runs one srun per mask, its ranks (as many as cpbench runs,
+#   sharing the cores alike) started at one time (START, 2 s after the
+#   srun), so that every rank is timed while all compute, as cpbench's
+#   ranks do: one srun for all masks let them drift apart, and the last
+#   rows ran with fewer ranks at once (2x2: 1.0-1.7x of the 2x1 time
+#   instead of 2x); one srun a mask without a common start still left
+#   the short rows (512 tokens) timed alone;
 # - ROUNDS interleaved rounds of ITERS iterations; each row keeps the
 #   least over rounds of ms_min (kbench: the largest over the ranks that
 #   ran at once, as cpbench's pass waits for its slowest rank), and
 #   cpbench --predict fits ms_min (--calibrate-col); the compare is on
 #   ms_min (and, for reference, ms_median) of the measured rows.
-#   sh bench/predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]   (after make; 2048, 2, 5)
+#   sh bench/predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]   (after make; 2048, 3, 5)
 # Writes OUTDIR/links-NxG.tsv, kbench-NxG.tsv, measured-NxG.tsv,
 # predicted-NxG.tsv, compare-NxG.tsv (on ms_min), compare-NxG-median.tsv
 # (bench/predict-compare.sh) and the raw rounds under OUTDIR/raw/.
@@ -32,7 +35,7 @@ set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 O=$(cd "${1:?usage: predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]}" && pwd) || exit 2
 S=${2:-2048}
-ROUNDS=${3:-2}
+ROUNDS=${3:-3}
 ITERS=${4:-5}
 PRIO=${PRIO:--15}
 CL=$TOP/tests/slurm/cluster.sh
@@ -47,11 +50,14 @@ mkdir -p "$W" && cd "$W" || exit 1
 B=$TOP/bin
 sh="-H 4:2 -D 32"
 it="-w 1 -n $ITERS"
-# a task: its session's autogroup (one per node and step) at PRIO
+# a task: its session's autogroup (one per node and step) at PRIO; with
+# START, it waits for that time (the nodes are this host: one clock)
 cat >hi.sh <<'HI'
 #!/bin/sh
 echo "$PRIO" >/proc/self/autogroup 2>/dev/null ||
 	echo "predict-cpu: cannot set the autogroup priority; measuring without" >&2
+[ -n "${START:-}" ] &&
+	sleep "$(awk -v s="$START" -v n="$(date +%s.%N)" 'BEGIN { d = s - n; printf "%.3f", d > 0 ? d : 0 }')"
 exec "$@"
 HI
 chmod +x hi.sh
@@ -70,9 +76,12 @@ for r in $(seq "$ROUNDS"); do
 		sr() { timeout 1800 srun --mpi=pmix -N2 --ntasks-per-node=$per ./hi.sh "$@"; }
 		[ "$r" = 1 ] && { sr "$B/cpbench" --backend mpi --probe-links >"$O/links-$c.tsv" 2>>"$O/log" || exit 1; }
 		for m in $all; do
+			START=$(($(date +%s) + 2))
+			export START
 			# shellcheck disable=SC2086
 			sr "$B/kbench" -k cpu $sh $it $m 2>>"$O/log" || exit 1
 		done >"$O/raw/kbench-$c-$r.tsv"
+		unset START
 		for m in $masks; do
 			# shellcheck disable=SC2086
 			sr "$B/cpbench" --backend mpi $sh $it $m 2>>"$O/log"
