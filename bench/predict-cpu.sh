@@ -16,9 +16,8 @@
 # - every task raises its session's autogroup priority (PRIO, -15; root):
 #   other sessions' builds then take about 3% of a core, not a third;
 # - kbench runs one srun per mask, its ranks (as many as cpbench runs,
-#   sharing the cores alike) started at one time (START, 2 s after the
-#   srun), so that every rank is timed while all compute, as cpbench's
-#   ranks do: one srun for all masks let them drift apart, and the last
+#   sharing the cores alike) started together (they wait for each other),
+#   so that every rank is timed while all compute, as cpbench's ranks do: one srun for all masks let them drift apart, and the last
 #   rows ran with fewer ranks at once (2x2: 1.0-1.7x of the 2x1 time
 #   instead of 2x); one srun a mask without a common start still left
 #   the short rows (512 tokens) timed alone;
@@ -51,16 +50,20 @@ B=$TOP/bin
 sh="-H 4:2 -D 32"
 it="-w 1 -n $ITERS"
 # a task: its session's autogroup (one per node and step) at PRIO; with
-# START, it waits for that time (the nodes are this host: one clock)
+# SYNC, it waits for the step's other tasks (files in the shared folder:
+# an srun starts its tasks up to a second apart on this loaded host)
 cat >hi.sh <<'HI'
 #!/bin/sh
 echo "$PRIO" >/proc/self/autogroup 2>/dev/null ||
 	echo "predict-cpu: cannot set the autogroup priority; measuring without" >&2
-[ -n "${START:-}" ] &&
-	sleep "$(awk -v s="$START" -v n="$(date +%s.%N)" 'BEGIN { d = s - n; printf "%.3f", d > 0 ? d : 0 }')"
+if [ -n "${SYNC:-}" ]; then
+	: >"$SYNC.$SLURM_PROCID"
+	while [ "$(ls "$SYNC".* | wc -l)" -lt "$SLURM_NTASKS" ]; do sleep 0.01; done
+fi
 exec "$@"
 HI
 chmod +x hi.sh
+mkdir -p sync
 
 masks= all=
 for m in full causal full_document causal_document sliding_window_causal; do
@@ -76,12 +79,12 @@ for r in $(seq "$ROUNDS"); do
 		sr() { timeout 1800 srun --mpi=pmix -N2 --ntasks-per-node=$per ./hi.sh "$@"; }
 		[ "$r" = 1 ] && { sr "$B/cpbench" --backend mpi --probe-links >"$O/links-$c.tsv" 2>>"$O/log" || exit 1; }
 		for m in $all; do
-			START=$(($(date +%s) + 2))
-			export START
+			SYNC=sync/$c-$r-$m
+			export SYNC
 			# shellcheck disable=SC2086
 			sr "$B/kbench" -k cpu $sh $it $m 2>>"$O/log" || exit 1
 		done >"$O/raw/kbench-$c-$r.tsv"
-		unset START
+		unset SYNC
 		for m in $masks; do
 			# shellcheck disable=SC2086
 			sr "$B/cpbench" --backend mpi $sh $it $m 2>>"$O/log"
