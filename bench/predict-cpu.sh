@@ -8,28 +8,31 @@
 # full_document, causal_document and sliding_window_causal (-w S/8) at S
 # tokens, fwd and bwd; then predicted, and compared.
 #
-# What is compared is the undisturbed time of a call (bench/NOTES.md,
-# "round 2"): this host's 2 vCPUs lose up to half their speed for seconds
-# at a time to other tenants (user time = wall time, no steal shown), and
-# other sessions' processes, nice or not, take an equal share per session
-# (sched_autogroup).  So:
+# This host's 2 vCPUs lose up to half their speed for seconds at a time
+# to other tenants (user time = wall time, no steal shown), and other
+# sessions' processes, nice or not, take an equal share per session
+# (sched_autogroup); bench/NOTES.md "round 2".  So:
 # - every task raises its session's autogroup priority (PRIO, -15; root):
 #   other sessions' builds then take about 3% of a core, not a third;
 # - kbench runs one srun per mask, its ranks (as many as cpbench runs,
-#   sharing the cores alike) started together (they wait for each other),
-#   so that every rank is timed while all compute, as cpbench's ranks do: one srun for all masks let them drift apart, and the last
+#   sharing the cores alike) started together (they wait for each
+#   other), so that every rank is timed while all compute, as cpbench's
+#   ranks do: one srun for all masks let them drift apart and the last
 #   rows ran with fewer ranks at once (2x2: 1.0-1.7x of the 2x1 time
-#   instead of 2x); one srun a mask without a common start still left
-#   the short rows (512 tokens) timed alone;
+#   instead of 2x), one srun a mask alone still timed the short rows
+#   (512 tokens) alone;
 # - ROUNDS interleaved rounds of ITERS iterations; each row keeps the
-#   least over rounds of ms_min (kbench: the largest over the ranks that
-#   ran at once, as cpbench's pass waits for its slowest rank), and
-#   cpbench --predict fits ms_min (--calibrate-col); the compare is on
-#   ms_min (and, for reference, ms_median) of the measured rows.
+#   least over rounds of STAT (kbench: the largest over the ranks that
+#   ran at once, as cpbench's pass waits for its slowest rank); cpbench
+#   --predict fits STAT (--calibrate-col) and the compare is on STAT.
+#   STAT ms_median (default: what rows report; with ranks sharing cores,
+#   the least iteration of a short kbench row is a lucky time slice) or
+#   ms_min (the least disturbed iteration).
 #   sh bench/predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]   (after make; 2048, 3, 5)
+# ROUNDS 0: only the analysis, of the raw rounds already in OUTDIR/raw.
 # Writes OUTDIR/links-NxG.tsv, kbench-NxG.tsv, measured-NxG.tsv,
-# predicted-NxG.tsv, compare-NxG.tsv (on ms_min), compare-NxG-median.tsv
-# (bench/predict-compare.sh) and the raw rounds under OUTDIR/raw/.
+# predicted-NxG.tsv, compare-NxG.tsv (bench/predict-compare.sh), predict-NxG.log
+# (the fits) and the raw rounds under OUTDIR/raw/.
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 O=$(cd "${1:?usage: predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]}" && pwd) || exit 2
@@ -37,6 +40,7 @@ S=${2:-2048}
 ROUNDS=${3:-3}
 ITERS=${4:-5}
 PRIO=${PRIO:--15}
+STAT=${STAT:-ms_median}
 CL=$TOP/tests/slurm/cluster.sh
 export LONGATTN_SLURM_DIR=${LONGATTN_SLURM_DIR:-/var/tmp/longattn-predict}
 export LONGATTN_DATA=$TOP/masks/dists LONGATTN_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 PRIO
@@ -73,7 +77,8 @@ for m in full causal full_document causal_document sliding_window_causal; do
 	done
 	masks="$masks $m-$S.amask"
 done
-for r in $(seq "$ROUNDS"); do
+r=0
+while [ $r -lt "$ROUNDS" ] && r=$((r + 1)); do
 	for per in 1 2; do
 		c=2x$per
 		sr() { timeout 1800 srun --mpi=pmix -N2 --ntasks-per-node=$per ./hi.sh "$@"; }
@@ -93,14 +98,14 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-# Per row: the least over rounds (files) of ms_min, of the largest over
+# Per row: the least over rounds (files) of STAT, of the largest over
 # the ranks (rows of one file; kbench per srun, cpbench one row).
 least() {
-	awk -F'\t' -v OFS='\t' '
+	awk -F'\t' -v OFS='\t' -v st="$STAT" '
 	$1 == "tool" { if (!hd) { hd = $0; for (i = 1; i <= NF; i++) c[$i] = i }; next }
 	$c["status"] != "ok" { next }
 	{ k = $c["kernel"] SUBSEP $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"] SUBSEP $c["world"]
-	  g = FILENAME SUBSEP k; v = $c["ms_min"] + 0
+	  g = FILENAME SUBSEP k; v = $c[st] + 0
 	  if (!(k in seen)) { seen[k] = 1; order[++n] = k }
 	  if (!(g in hi)) { fs[k] = fs[k] SUBSEP FILENAME; hi[g] = v; hr[g] = $0 }
 	  else if (v > hi[g]) { hi[g] = v; hr[g] = $0 } }
@@ -120,10 +125,9 @@ for c in 2x1 2x2; do
 	least "$O"/raw/kbench-$c-*.tsv >"$O/kbench-$c.tsv"
 	least "$O"/raw/measured-$c-*.tsv >"$O/measured-$c.tsv"
 	# shellcheck disable=SC2086
-	"$B/cpbench" --predict $c --calibrate "$O/kbench-$c.tsv" --calibrate-col ms_min \
+	"$B/cpbench" --predict $c --calibrate "$O/kbench-$c.tsv" --calibrate-col "$STAT" \
 	    --links "$O/links-$c.tsv" $sh -v ./*-$S.amask ./*-$((S / 2)).amask ./*-$((S / 4)).amask \
 	    >"$O/predicted-$c.tsv" 2>"$O/predict-$c.log"
-	sh "$TOP/bench/predict-compare.sh" -c ms_min "$O/measured-$c.tsv" "$O/predicted-$c.tsv" >"$O/compare-$c.tsv"
-	sh "$TOP/bench/predict-compare.sh" "$O/measured-$c.tsv" "$O/predicted-$c.tsv" >"$O/compare-$c-median.tsv"
+	sh "$TOP/bench/predict-compare.sh" -c "$STAT" "$O/measured-$c.tsv" "$O/predicted-$c.tsv" >"$O/compare-$c.tsv"
 done
 rm -rf "$W"
