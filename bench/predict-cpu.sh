@@ -14,17 +14,17 @@
 # (sched_autogroup); bench/NOTES.md "round 2".  So:
 # - every task raises its session's autogroup priority (PRIO, -15; root):
 #   other sessions' builds then take about 3% of a core, not a third;
-# - kbench runs one srun per mask, its ranks (as many as cpbench runs,
-#   sharing the cores alike) started together (they wait for each
+# - kbench runs one srun per mask and pass, its ranks (as many as cpbench
+#   runs, sharing the cores alike) started together (they wait for each
 #   other), so that every rank is timed while all compute, as cpbench's
 #   ranks do: one srun for all masks let them drift apart and the last
 #   rows ran with fewer ranks at once (2x2: 1.0-1.7x of the 2x1 time
-#   instead of 2x), one srun a mask alone still timed the short rows
+#   instead of 2x); one srun a mask alone still timed the short rows
 #   (512 tokens) alone;
 # - ROUNDS interleaved rounds of ITERS iterations; each row keeps the
-#   least over rounds of STAT (kbench: the largest over the ranks that
-#   ran at once, as cpbench's pass waits for its slowest rank); cpbench
-#   --predict fits STAT (--calibrate-col) and the compare is on STAT.
+#   least over rounds of STAT (kbench: of the median over the ranks that
+#   ran it together: their spread is disturbance); cpbench --predict
+#   fits STAT (--calibrate-col) and the compare is on STAT.
 #   STAT ms_median (default: what rows report; with ranks sharing cores,
 #   the least iteration of a short kbench row is a lucky time slice) or
 #   ms_min (the least disturbed iteration).
@@ -84,10 +84,12 @@ while [ $r -lt "$ROUNDS" ] && r=$((r + 1)); do
 		sr() { timeout 1800 srun --mpi=pmix -N2 --ntasks-per-node=$per ./hi.sh "$@"; }
 		[ "$r" = 1 ] && { sr "$B/cpbench" --backend mpi --probe-links >"$O/links-$c.tsv" 2>>"$O/log" || exit 1; }
 		for m in $all; do
-			SYNC=sync/$c-$r-$m
-			export SYNC
-			# shellcheck disable=SC2086
-			sr "$B/kbench" -k cpu $sh $it $m 2>>"$O/log" || exit 1
+			for p in fwd bwd; do
+				SYNC=sync/$c-$r-$m-$p
+				export SYNC
+				# shellcheck disable=SC2086
+				sr "$B/kbench" -k cpu $sh $it -p $p $m 2>>"$O/log" || exit 1
+			done
 		done >"$O/raw/kbench-$c-$r.tsv"
 		unset SYNC
 		for m in $masks; do
@@ -98,24 +100,29 @@ while [ $r -lt "$ROUNDS" ] && r=$((r + 1)); do
 	done
 done
 
-# Per row: the least over rounds (files) of STAT, of the largest over
-# the ranks (rows of one file; kbench per srun, cpbench one row).
+# Per row: the least over rounds (files) of STAT, of the median over the
+# ranks (rows of one file: kbench's ranks ran the row together; the lower
+# middle of an even count; cpbench writes one row).
 least() {
 	awk -F'\t' -v OFS='\t' -v st="$STAT" '
 	$1 == "tool" { if (!hd) { hd = $0; for (i = 1; i <= NF; i++) c[$i] = i }; next }
 	$c["status"] != "ok" { next }
 	{ k = $c["kernel"] SUBSEP $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"] SUBSEP $c["world"]
-	  g = FILENAME SUBSEP k; v = $c[st] + 0
+	  g = FILENAME SUBSEP k
 	  if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-	  if (!(g in hi)) { fs[k] = fs[k] SUBSEP FILENAME; hi[g] = v; hr[g] = $0 }
-	  else if (v > hi[g]) { hi[g] = v; hr[g] = $0 } }
+	  if (!(g in cnt)) fs[k] = fs[k] SUBSEP FILENAME
+	  v[g, ++cnt[g]] = $c[st] + 0; row[g, cnt[g]] = $0 }
 	END {
 		print hd
 		for (i = 1; i <= n; i++) {
 			k = order[i]; best = ""; nf = split(substr(fs[k], 2), f, SUBSEP)
 			for (j = 1; j <= nf; j++) {
-				g = f[j] SUBSEP k
-				if (best == "" || hi[g] < best) { best = hi[g]; br = hr[g] }
+				g = f[j] SUBSEP k; m = cnt[g]
+				for (a = 2; a <= m; a++) { x = v[g, a]; y = row[g, a]
+					for (b = a; b > 1 && v[g, b - 1] > x; b--) { v[g, b] = v[g, b - 1]; row[g, b] = row[g, b - 1] }
+					v[g, b] = x; row[g, b] = y }
+				mid = int((m + 1) / 2)
+				if (best == "" || v[g, mid] < best) { best = v[g, mid]; br = row[g, mid] }
 			}
 			print br
 		}
