@@ -51,6 +51,7 @@ static void usage(void)
 	    "  -v, --verbose         say more on stderr (errors of --check)\n"
 	    "      --predict NxG     predicted rows for N nodes of G GPUs; no launcher\n"
 	    "      --calibrate FILE  kbench rows of the local kernel (--predict)\n"
+	    "      --calibrate-col C ms_median (default) or ms_min: the time fitted\n"
 	    "      --links FILE      links as --probe-links measured them (--predict)\n"
 	    "      --link-intra B,L  GB/s and microseconds inside a node (default 300,10)\n"
 	    "      --link-inter B,L  ... between nodes (default 50,10: 400 Gb/s)\n"
@@ -226,6 +227,7 @@ int main(int argc, char *argv[])
 		{ "list", no_argument, NULL, 'l' },
 		{ "predict", required_argument, NULL, 'P' },
 		{ "calibrate", required_argument, NULL, 'c' },
+		{ "calibrate-col", required_argument, NULL, 'Y' },
 		{ "links", required_argument, NULL, 'L' },
 		{ "link-intra", required_argument, NULL, 'I' },
 		{ "link-inter", required_argument, NULL, 'E' },
@@ -296,6 +298,11 @@ int main(int argc, char *argv[])
 		case OPT_VERSION: print_version("cpbench");
 		case 'P': po.cluster = optarg; break;
 		case 'c': po.calibrate = optarg; break;
+		case 'Y':
+			if (strcmp(optarg, "ms_median") != 0 && strcmp(optarg, "ms_min") != 0)
+				errx(EXIT_BADINPUT, "--calibrate-col: '%s' is not ms_median or ms_min", optarg);
+			po.calcol = optarg;
+			break;
 		case 'L': po.links = optarg; break;
 		case 'I': po.intra = optarg; break;
 		case 'E': po.inter = optarg; break;
@@ -318,8 +325,9 @@ int main(int argc, char *argv[])
 	}
 	if (probe && (argc != 0 || po.cluster))
 		errx(EXIT_BADINPUT, "--probe-links: takes no mask file and no --predict");
-	if (!po.cluster && (po.calibrate || po.links || po.intra || po.inter))
-		errx(EXIT_BADINPUT, "--calibrate, --links, --link-intra, --link-inter: only with --predict");
+	if (!po.cluster && (po.calibrate || po.calcol || po.links || po.intra || po.inter))
+		errx(EXIT_BADINPUT, "--calibrate, --calibrate-col, --links, --link-intra, --link-inter: "
+		     "only with --predict");
 	if (!probe && (po.cluster ? argc < 1 : argc != 1)) {
 		usage();
 		exit(EXIT_BADINPUT);

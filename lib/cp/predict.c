@@ -291,14 +291,13 @@ static int cmpd(const void *a, const void *b)
 }
 
 /* Fit the kernel kern's rows of pass bwd in path. */
-static void calibrate(const char *path, const char *kern, const struct ktile *kt, int bwd,
-                      const struct mask *masks, int nm, int verbose, struct fit *f)
+static void calibrate(const char *path, const char *tcol, const char *kern, const struct ktile *kt,
+                      int bwd, const struct mask *masks, int nm, int verbose, struct fit *f)
 {
 	enum { C_TOOL, C_KERN, C_MASK, C_SQ, C_SK, C_AREA, C_BATCH, C_HQ, C_HD, C_PASS, C_ST, C_MS,
 	       C_DEV, NC };
-	static const char *want[NC] = { "tool", "kernel", "mask", "seqlen_q", "seqlen_k", "area",
-	                                "batch", "heads_q", "head_dim", "pass", "status",
-	                                "ms_median", "device" };
+	const char *want[NC] = { "tool", "kernel", "mask", "seqlen_q", "seqlen_k", "area",
+	                         "batch", "heads_q", "head_dim", "pass", "status", tcol, "device" };
 	FILE *fp = fopen(path, "r");
 	char line[4096], *fl[64], emsg[160];
 	int col[NC], have = 0, cap = 0, nf;
@@ -688,7 +687,8 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 		need[o->passes[j] == PASS_BWD] = 1;
 	for (int b = 0; b < 2; b++)
 		if (need[b])
-			calibrate(o->calibrate, kern, kt, b, ms, nmask, o->verbose, &fit[b]);
+			calibrate(o->calibrate, o->calcol ? o->calcol : "ms_median", kern, kt, b, ms,
+			          nmask, o->verbose, &fit[b]);
 	snprintf(dev, sizeof dev, "%dx%d %s", nodes, gpus, fit[need[1] && !need[0]].device);
 
 	tsv_header(stdout);

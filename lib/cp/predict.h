@@ -8,6 +8,7 @@
 struct pred_opts {
 	const char *cluster;         /* "NODESxGPUS" */
 	const char *calibrate;       /* kbench rows of the local kernel */
+	const char *calcol;          /* the column fitted; NULL: ms_median */
 	const char *links;           /* cpbench --probe-links output */
 	const char *intra, *inter;   /* "GBPS,USEC" for every op of that scope */
 	const char *kernel;          /* -k; NULL: the calibration rows' one kernel */

@@ -48,6 +48,25 @@ cpbench --predict 1x3 --calibrate "$T/kb.tsv" $sh -s ulysses,ring_p2p -p fwd "$T
 check cpbench-predict-unsupported test "$(cut -f2,16 "$T/three.tsv" | tr '\t\n' ' ')" = \
     "kernel status ulysses unsupported ring_p2p predicted "
 
+# --calibrate-col: the fit of another column; attention times scale with it
+awk -F'\t' -v OFS='\t' '$1 == "kbench" { $19 = $18 / 2 } 1' "$T/kb.tsv" >"$T/kbhalf.tsv"
+# shellcheck disable=SC2086
+cpbench --predict 1x2 --calibrate "$T/kbhalf.tsv" $sh -s ring_p2p -p fwd "$T/full.amask" >"$T/med.tsv" 2>/dev/null
+# shellcheck disable=SC2086
+cpbench --predict 1x2 --calibrate "$T/kbhalf.tsv" --calibrate-col ms_min $sh -s ring_p2p -p fwd \
+    "$T/full.amask" >"$T/min.tsv" 2>/dev/null
+a=$(awk -F'\t' 'NR > 1 { print $18 }' "$T/med.tsv") b=$(awk -F'\t' 'NR > 1 { print $18 }' "$T/min.tsv")
+check cpbench-predict-calcol awk "BEGIN { r = $b / $a; exit !(r > 0.45 && r < 0.55) }"
+# predict-compare.sh: the error of each row, against the column asked for
+awk -F'\t' -v OFS='\t' 'NR > 1 { $16 = "ok"; $19 = $18; $18 = 2 * $18 } 1' "$T/p.tsv" >"$T/meas.tsv"
+sh "$TOP/bench/predict-compare.sh" "$T/meas.tsv" "$T/p.tsv" >"$T/cmp.tsv" 2>"$T/cmp.err"
+check predict-compare-rows test "$(awk -F'\t' 'NR > 1 && $10 == "-50.0"' "$T/cmp.tsv" | wc -l)" -eq 24
+check predict-compare-summary grep -q '24 rows (ms_median), median |error| 50.0%, worst 50.0%' "$T/cmp.err"
+sh "$TOP/bench/predict-compare.sh" -c ms_min "$T/meas.tsv" "$T/p.tsv" >"$T/cmp.tsv" 2>"$T/cmp.err"
+check predict-compare-min test "$(awk -F'\t' 'NR > 1 && $10 == "+0.0"' "$T/cmp.tsv" | wc -l)" -eq 24
+sh "$TOP/bench/predict-compare.sh" -c ms_max "$T/meas.tsv" "$T/p.tsv" >/dev/null 2>&1
+check predict-compare-badcol test $? -eq 2
+
 bad cpbench-predict-cluster "" cpbench --predict 2y2 --calibrate "$T/kb.tsv" "$T/full.amask"
 bad cpbench-predict-nocal "" cpbench --predict 2x2 "$T/full.amask"
 bad cpbench-predict-calfile "" cpbench --predict 2x2 --calibrate "$T/nosuch.tsv" "$T/full.amask"
@@ -58,6 +77,8 @@ bad cpbench-predict-links "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --lin
 bad cpbench-predict-mask "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" "$T/nosuch.amask"
 bad cpbench-probe-mask "" cpbench --probe-links "$T/full.amask"
 bad cpbench-calibrate-alone "" cpbench --calibrate "$T/kb.tsv" "$T/full.amask"
+bad cpbench-calcol-alone "" cpbench --calibrate-col ms_min "$T/full.amask"
+bad cpbench-calcol-bad "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --calibrate-col ms_max "$T/full.amask"
 
 # --probe-links alone: one rank, no link to measure but the local copy
 if [ "$(make -s -C "$TOP" config | sed -n 's/.*mpi=\([a-z]*\).*/\1/p')" = yes ]; then
