@@ -384,7 +384,7 @@ static __device__ __forceinline__ void pp_arrive(int cw)
  * store is committed, not waited for: the caller waits (wait_group.read)
  * before the rows are written again or the CTA exits. */
 template <typename T, int HD>
-static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int q0, int b,
+static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int b,
     uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, const int *qr, int kq)
 {
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
@@ -411,7 +411,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
 			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
-			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(q0 + cw * 64), "r"(b),
+			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(qs), "r"(b),
 			    "r"(sQw + c * BQ * 128) : "memory");
 		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 	}
@@ -615,7 +615,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	epilogue<T, HD>(o, l, m, h, q0, b, sQw, a, &to, cw, ct, qr, kq);
+	epilogue<T, HD>(o, l, m, h, q0 + cw * 64, b, sQw, a, &to, cw, ct, qr, kq);
 	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
@@ -634,7 +634,13 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * the producer once the TMA store has read it, a tile or more later, and
  * the next item's Q is loaded while this one runs (with two, an item of
  * one tile would wait for its Q).  Shared memory: 3 Q + STAGES x (K, V),
- * 225 KB at hd 128 with two stages. */
+ * 225 KB at hd 128 with two stages.
+ *
+ * PR == 1, head pairs: an item is (q-heads h and h + 1 of one kv-head and
+ * one mask head, a q-tile of 64 rows), consumer w taking head h + w, so
+ * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
+ * documents and 64-token block masks) while both consumers still read the
+ * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
 template <int HD> struct pcfg {
 	enum {
 		STAGES = HD == 128 ? 2 : 3,
@@ -647,13 +653,14 @@ template <int HD> struct pcfg {
 	};
 };
 
-template <typename T, int HD>
+template <typename T, int HD, int PR>
 __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
 {
 	typedef pcfg<HD> C;
-	constexpr int S = C::STAGES, NO = HD / 2;
+	/* QT: an item's q-rows */
+	constexpr int S = C::STAGES, NO = HD / 2, QT = PR ? 64 : BQ;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::NQ * C::QB, sV = sK + S * C::KB;
@@ -702,7 +709,10 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sQ + qb * C::QB + c * BQ * 128, &tq, c * 64, I.x, I.y * BQ, I.z, bQ + 8 * qb);
+#pragma unroll
+				for (int x = 0; x < 1 + PR; x++)
+					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, I.y * QT,
+					    I.z, bQ + 8 * qb);
 			for (walk w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
 				const int st = it % S;
 				const uint32_t ph = (it / S) & 1;
@@ -723,7 +733,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
-	const int rw0 = cw * 64 + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
+	const int rw0 = (PR ? 0 : cw * 64) + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
+	/* this consumer's q-head and first row in an item */
+	const int hw = PR ? cw : 0, rs = PR ? 0 : cw * 64;
 	const bool storer = (ct & 127) == 0;
 	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
 	uint32_t p[BK / 16][4];
@@ -738,7 +750,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		return;
 	int4 I = a.item[i], P = I;
 	int qr[2], pqr[2];
-	qr[0] = I.y * BQ + rw0;
+	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
 	walk w(a.ent, a.row[I.w], a.row[I.w + 1]);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
@@ -758,7 +770,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	pin<64>(s);
 	if (lane == 0)
 		bar_arrive(bEK);
-	mask_tile(s, a, w, qr, kq, I.y * BQ);
+	mask_tile(s, a, w, qr, kq, I.y * QT);
 	softmax(s, m, l, alpha, a.sl);
 	to_p<T>(p, s);
 	it = 1;
@@ -780,7 +792,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pqr[0] = qr[0];
 			pqr[1] = qr[1];
 			I = a.item[i];
-			qr[0] = I.y * BQ + rw0;
+			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
 			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
 			nb = true;
@@ -810,7 +822,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		pin<64>(s);
 		if (lane == 0)
 			bar_arrive(bEK + 8 * st);
-		mask_tile(s, a, w, qr, kq, I.y * BQ);
+		mask_tile(s, a, w, qr, kq, I.y * QT);
 		if (nb) {
 			pm[0] = m[0];
 			pm[1] = m[1];
@@ -827,7 +839,8 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
 			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
-			epilogue<T, HD>(o, pl, pm, P.x, P.y * BQ, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to, cw, ct,
+			epilogue<T, HD>(o, pl, pm, P.x + hw, P.y * QT + rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to,
+			    cw, ct,
 			    pqr, kq);
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
@@ -856,24 +869,26 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		pp_arrive(cw);
 	wg_wait<0>();
 	pin<NO>(o);
-	epilogue<T, HD>(o, l, m, I.x, I.y * BQ, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct, qr, kq);
+	epilogue<T, HD>(o, l, m, I.x + hw, I.y * QT + rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct,
+	    qr, kq);
 	if (storer)
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
-/* Rows with no tile: O = 0, LSE = -inf, a CTA an item. */
+/* Rows with no tile: O = 0, LSE = -inf, a CTA an item of qt rows and nh
+ * q-heads. */
 template <typename T, int HD>
-__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq)
+__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq, int qt, int nh)
 {
 	const int4 I = item[blockIdx.x];
-	for (int x = threadIdx.x; x < BQ * HD / 8; x += blockDim.x) {
-		const int r = I.y * BQ + x / (HD / 8);
+	for (int x = threadIdx.x; x < nh * qt * HD / 8; x += blockDim.x) {
+		const int r = I.y * qt + x / (HD / 8) % qt, h = I.x + x / (qt * HD / 8);
 		if (r < sq)
-			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + I.x) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
+			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + h) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
 	}
-	for (int r = threadIdx.x; r < BQ; r += blockDim.x)
-		if (I.y * BQ + r < sq)
-			lse[((int64_t)I.z * hq + I.x) * sq + I.y * BQ + r] = -INFINITY;
+	for (int x = threadIdx.x; x < nh * qt; x += blockDim.x)
+		if (I.y * qt + x % qt < sq)
+			lse[((int64_t)I.z * hq + I.x + x / qt) * sq + I.y * qt + x % qt] = -INFINITY;
 }
 
 /* ---- host ------------------------------------------------------------------- */
@@ -883,6 +898,7 @@ struct state {
 	int mheads, nqt;
 	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
 	int pers;                  /* fwdp: persistent CTAs over items */
+	int pair;                  /* fwdp's items are head pairs of 64 rows */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
@@ -926,7 +942,8 @@ static void fini(void *st)
 }
 
 /* fwdp's items in the grid's order (batch, kv-head, q-tile heaviest
- * first, q-head), the rows with no tile apart. */
+ * first, q-head; with pairs every other q-head), the rows with no tile
+ * apart. */
 static int items(struct state *f, const struct plan *p, const int32_t *ord)
 {
 	const struct attn_shape *s = &f->s;
@@ -939,7 +956,7 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 		for (int b = 0; b < s->batch; b++)
 			for (int hk = 0; hk < s->hkv; hk++)
 				for (int qi = 0; qi < n; qi++)
-					for (int hh = 0; hh < group; hh++) {
+					for (int hh = 0; hh < group; hh += 1 + f->pair) {
 						const int h = hk * group + hh, qt = ord[qi], r = (h / mgroup) * n + qt;
 						if (p->row[r] < p->row[r + 1])
 							it[ni++] = make_int4(h, qt, b, r);
@@ -975,7 +992,7 @@ static int bitmasks(struct state *f, const struct plan *p)
 		return KERN_ERR;
 	}
 	for (int r = 0; r < p->nrows; r++) {
-		const int64_t q0 = (int64_t)(r % p->nqt) * BQ, q1 = q0 + BQ < p->sq ? q0 + BQ : p->sq;
+		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
 			if (bmi[e] < 0)
 				continue;
@@ -1017,31 +1034,53 @@ static int bitmasks(struct state *f, const struct plan *p)
  * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
 enum { STREAM_TILES = 16, CL_TILES = 48 };
 
-static void choose(struct state *f, const struct plan *p)
+static int64_t visited(const struct plan *p, int64_t *rows)
+{
+	int64_t tiles = 0;
+
+	*rows = 0;
+	for (int r = 0; r < p->nrows; r++) {
+		for (int x = p->row[r]; x < p->row[r + 1]; x++)
+			tiles += p->ent[x].t1 - p->ent[x].t0;
+		*rows += p->row[r] < p->row[r + 1];
+	}
+	return tiles;
+}
+
+/* Returns 1 where fwdp's head pairs are to run if their plan (64-row
+ * q-tiles, p2) visits less than PAIR_AREA of p's area, 2 where they are
+ * to run whatever it visits, 0 where not at all. */
+enum { PAIR_AREA_PCT = 80 };
+
+static int choose(struct state *f, const struct plan *p)
 {
 	const struct attn_shape *s = &f->s;
 	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
 	const char *e = getenv("LONGATTN_HOPPER_FWD");
-	int64_t tiles = 0, rows = 0;
+	int64_t rows, tiles = visited(p, &rows);
+	int pr;
 
-	for (int r = 0; r < p->nrows; r++) {
-		for (int x = p->row[r]; x < p->row[r + 1]; x++)
-			tiles += p->ent[x].t1 - p->ent[x].t0;
-		rows += p->row[r] < p->row[r + 1];
-	}
 	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
 	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
+	pr = s->hd == 128 && pairs ? (f->pers ? 2 : 1) : 0;
 	if (e != NULL && strcmp(e, "grid") == 0) {
 		f->pers = 0;
 		f->cl = 1;
+		pr = 0;
 	} else if (e != NULL && strcmp(e, "cluster") == 0) {
 		f->pers = 0;
 		f->cl = pairs ? 2 : 1;
+		pr = 0;
 	} else if (e != NULL && strcmp(e, "stream") == 0) {
 		f->pers = 1;
+		pr = 0;
+	} else if (e != NULL && strcmp(e, "pair") == 0) {
+		f->pers = 1;
+		pr = pairs ? 2 : 0;
 	}
 	if (f->pers)
 		f->cl = 1;             /* fwdp loads whole tiles */
+	return pr;
 }
 
 static const int64_t *work_key;
@@ -1060,7 +1099,9 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+		e = cudaFuncSetAttribute(fwdp<T, HD, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
 	return e;
 }
 
@@ -1104,7 +1145,23 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
-	choose(f, &p);
+	if ((n = choose(f, &p)) > 0) {
+		struct plan p2;
+		int64_t r1, r2;
+		if (plan_build(&p2, m, 64, BK, err, errlen) != 0) {
+			plan_free(&p);
+			free(f);
+			return KERN_ERR;
+		}
+		if (n == 2 || visited(&p2, &r2) * 64 * 100 < visited(&p, &r1) * BQ * PAIR_AREA_PCT) {
+			plan_free(&p);
+			p = p2;
+			f->pair = f->pers = 1;
+			f->cl = 1;
+		} else {
+			plan_free(&p2);
+		}
+	}
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
@@ -1146,7 +1203,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	args a;
 	cudaError_t e;
 
-	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
+	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, f->pair ? 64 : BQ) ||
 	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
 	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
@@ -1168,9 +1225,12 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
-			    (int)s->sq, s->hq);
-		if (f->nitem > 0) {
-			fwdp<T, HD><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			    (int)s->sq, s->hq, f->pair ? 64 : BQ, 1 + f->pair);
+		if (f->nitem > 0 && f->pair) {
+			fwdp<T, HD, 1><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0) {
+			fwdp<T, HD, 0><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		}
 	} else if (f->cl == 1) {
