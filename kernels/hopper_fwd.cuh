@@ -155,6 +155,11 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}" \
 	    : WG_D64 : "l"(da), "l"(db), "r"(acc))
 /* d[64] += A B, m64n128k16, A in registers, B N-major in shared memory. */
+/* d[32] (+)= A B^T, m64n64k16: S of a 64-key tile. */
+#define HF_SS64(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}" \
+	    : WG_D32 : "l"(da), "l"(db), "r"(acc))
 #define HF_RS128(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}" \
@@ -169,15 +174,18 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 template <typename T> struct ty;
 template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
+	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
 };
 template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
+	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
 };
 #undef HF_SS
+#undef HF_SS64
 #undef HF_RS128
 #undef HF_RS64
 
@@ -187,9 +195,9 @@ template <> struct ty<__half> : w16<__half> {
  * (kb = tile start + 2 * (lane & 3)): the offsets grow with u, so the keys
  * of an interval are a run of bits.  cnt(x) is the number of offsets
  * below x. */
-static __device__ __forceinline__ int cnt(int x)
+template <int KT> static __device__ __forceinline__ int cnt(int x)
 {
-	return x <= 0 ? 0 : x >= BK ? 32 : 2 * (x >> 3) + min(x & 7, 2);
+	return x <= 0 ? 0 : x >= KT ? KT / 4 : 2 * (x >> 3) + min(x & 7, 2);
 }
 
 static __device__ __forceinline__ uint32_t low(int n)
@@ -198,18 +206,19 @@ static __device__ __forceinline__ uint32_t low(int n)
 }
 
 /* the scores with key in [a, b), both relative to kb */
-static __device__ __forceinline__ uint32_t span(int a, int b)
+template <int KT> static __device__ __forceinline__ uint32_t span(int a, int b)
 {
-	return low(cnt(b)) & ~low(cnt(a));
+	return low(cnt<KT>(b)) & ~low(cnt<KT>(a));
 }
 
 /* Allowed scores of rows q[0], q[1] in the tile at k0: keys below sk that
  * one of the cuts allows (ncut == 0: a full tile at the ragged end).  A cut
  * allows, on one row, one interval of keys (plan_cut_allows). */
+template <int KT>
 static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut, int ncut, const int *q,
     int kb, int sk)
 {
-	const uint32_t edge = span(-kb, sk - kb);
+	const uint32_t edge = span<KT>(-kb, sk - kb);
 	if (ncut == 0) {
 		ok[0] = ok[1] = edge;
 		return;
@@ -226,7 +235,7 @@ static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut
 				hi = min(hi, q[rr] + (P.k1 - P.q1) + 1);
 			if (P.kind == MASK_INVCAUSAL || P.kind == MASK_BICAUSAL)
 				lo = max(lo, q[rr] + (P.k0 - P.q0));
-			ok[rr] |= span(lo - kb, hi - kb);
+			ok[rr] |= span<KT>(lo - kb, hi - kb);
 		}
 	}
 	ok[0] &= edge;
@@ -257,25 +266,29 @@ struct walk {
 
 /* S = Q K^T for one consumer: HD/16 k-steps; each 64-column block of Q and K
  * is its own TMA box (128 bytes a row), a k-step 32 bytes into it. */
-template <typename T, int HD>
+template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 {
 #pragma unroll
 	for (int ks = 0; ks < HD / 16; ks++) {
 		const uint32_t off = (ks & 3) * 32;
-		ty<T>::ss(s, desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
-		    desc(sk + (ks >> 2) * BK * 128 + off, 16, 1024), ks > 0);
+		const uint64_t da = desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
+		    db = desc(sk + (ks >> 2) * KT * 128 + off, 16, 1024);
+		if (KT == 128)
+			ty<T>::ss(s, da, db, ks > 0);
+		else
+			ty<T>::ss64(s, da, db, ks > 0);
 	}
 }
 
 /* O += P V: BK/16 k-steps of 16 keys (2 KB of each V box); the HD columns
  * span HD/64 boxes, BK * 128 bytes apart. */
-template <typename T, int HD>
+template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
 {
 #pragma unroll
-	for (int kk = 0; kk < BK / 16; kk++) {
-		const uint64_t db = desc(sv + kk * 16 * 128, BK * 128, 1024);
+	for (int kk = 0; kk < KT / 16; kk++) {
+		const uint64_t db = desc(sv + kk * 16 * 128, KT * 128, 1024);
 		if (HD == 128)
 			ty<T>::rs128(o, p[kk], db);
 		else
@@ -285,11 +298,12 @@ static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint
 
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
  * keys past sk, become -inf.  Rows past sq are never stored. */
+template <int KT = BK>
 static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
     int q0)
 {
-	const int k0 = w.t * BK;
-	if (w.E.ncut == 0 && k0 + BK <= a.sk)
+	const int k0 = w.t * KT;
+	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
 	uint32_t ok[2];
 	if (w.E.ncut > MANY) {
@@ -300,14 +314,14 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 			const uint32_t wd[4] = { v.x, v.y, v.z, v.w };
 			ok[rr] = 0;
 #pragma unroll
-			for (int j = 0; j < BK / 8; j++)
+			for (int j = 0; j < KT / 8; j++)
 				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
 		}
 	} else {
-		allowed(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
+		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
 #pragma unroll
-	for (int j = 0; j < BK / 8; j++)
+	for (int j = 0; j < KT / 8; j++)
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++)
 #pragma unroll
@@ -320,13 +334,14 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
  * old O and l.  A row with nothing allowed so far keeps m = -inf and
  * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
  * adds up at the end). */
+template <int KT = BK>
 static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
 {
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
 		float mx = m[rr];
 #pragma unroll
-		for (int j = 0; j < BK / 8; j++)
+		for (int j = 0; j < KT / 8; j++)
 			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -335,7 +350,7 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 		m[rr] = mx;
 		float sum = 0;
 #pragma unroll
-		for (int j = 0; j < BK / 8; j++) {
+		for (int j = 0; j < KT / 8; j++) {
 			const float p0 = ex2(fmaf(s[4 * j + 2 * rr], sl, -off));
 			const float p1 = ex2(fmaf(s[4 * j + 2 * rr + 1], sl, -off));
 			s[4 * j + 2 * rr] = p0;
@@ -347,10 +362,10 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 }
 
 /* The accumulator of a 16-key slab is the A fragment of m64nNk16. */
-template <typename T> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
+template <typename T, int KT = BK> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
 {
 #pragma unroll
-	for (int kk = 0; kk < BK / 16; kk++) {
+	for (int kk = 0; kk < KT / 16; kk++) {
 		p[kk][0] = ty<T>::pack(s[8 * kk], s[8 * kk + 1]);
 		p[kk][1] = ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
 		p[kk][2] = ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
@@ -641,24 +656,24 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
  * documents and 64-token block masks) while both consumers still read the
  * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
-template <int HD> struct pcfg {
+template <int HD, int KT> struct pcfg {
 	enum {
-		STAGES = HD == 128 ? 2 : 3,
+		STAGES = HD == 128 ? (KT == 64 ? 4 : 2) : 3,
 		NQ = 3,
 		QB = BQ * HD * 2,
-		KB = BK * HD * 2,
+		KB = KT * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
 		/* the barriers, then per Q buffer its item's index */
 		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
 	};
 };
 
-template <typename T, int HD, int PR>
+template <typename T, int HD, int PR, int KT>
 __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
 {
-	typedef pcfg<HD> C;
+	typedef pcfg<HD, KT> C;
 	/* QT: an item's q-rows */
 	constexpr int S = C::STAGES, NO = HD / 2, QT = PR ? 64 : BQ;
 	extern __shared__ unsigned char smraw[];
@@ -720,12 +735,12 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, I.z, bK + 8 * st);
+					tma4(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w.t * KT, I.z, bK + 8 * st);
 				bar_wait(bEV + 8 * st, ph ^ 1);
 				bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, I.z, bV + 8 * st);
+					tma4(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w.t * KT, I.z, bV + 8 * st);
 			}
 		}
 		return;
@@ -737,8 +752,8 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	/* this consumer's q-head and first row in an item */
 	const int hw = PR ? cw : 0, rs = PR ? 0 : cw * 64;
 	const bool storer = (ct & 127) == 0;
-	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
-	uint32_t p[BK / 16][4];
+	float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
+	uint32_t p[KT / 16][4];
 #pragma unroll
 	for (int i = 0; i < NO; i++)
 		o[i] = 0;
@@ -763,16 +778,16 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	bar_wait(bK, 0);
 	pp_sync(cw);
 	wg_fence();
-	qk<T, HD>(s, sQ + cw * 64 * 128, sK);
+	qk<T, HD, KT>(s, sQ + cw * 64 * 128, sK);
 	wg_commit();
 	pp_arrive(cw);
 	wg_wait<0>();
-	pin<64>(s);
+	pin<KT / 2>(s);
 	if (lane == 0)
 		bar_arrive(bEK);
-	mask_tile(s, a, w, qr, kq, I.y * QT);
-	softmax(s, m, l, alpha, a.sl);
-	to_p<T>(p, s);
+	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+	softmax<KT>(s, m, l, alpha, a.sl);
+	to_p<T, KT>(p, s);
 	it = 1;
 	for (;;) {
 		/* the next tile of the stream: the item's, or the next item's first */
@@ -810,19 +825,19 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		bar_wait(bK + 8 * st, ph);
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		pp_sync(cw);
 		wg_fence();
-		qk<T, HD>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
+		qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
 		wg_commit();
-		pv<T, HD>(o, p, sV + pst * C::KB);
+		pv<T, HD, KT>(o, p, sV + pst * C::KB);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<1>();
-		pin<64>(s);
+		pin<KT / 2>(s);
 		if (lane == 0)
 			bar_arrive(bEK + 8 * st);
-		mask_tile(s, a, w, qr, kq, I.y * QT);
+		mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
 		if (nb) {
 			pm[0] = m[0];
 			pm[1] = m[1];
@@ -831,10 +846,10 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			m[0] = m[1] = -INFINITY;
 			l[0] = l[1] = 0;
 		}
-		softmax(s, m, l, alpha, a.sl);
+		softmax<KT>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		if (lane == 0)
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
@@ -852,17 +867,17 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			o[4 * j + 2] *= alpha[1];
 			o[4 * j + 3] *= alpha[1];
 		}
-		to_p<T>(p, s);
+		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
 		it++;
 	}
 	bar_wait(bV + 8 * pst, pph);
 	pin<NO>(o);
-	pin<BK / 16>(p);
+	pin<KT / 16>(p);
 	pp_sync(cw);
 	wg_fence();
-	pv<T, HD>(o, p, sV + pst * C::KB);
+	pv<T, HD, KT>(o, p, sV + pst * C::KB);
 	wg_commit();
 	/* the last turn: nobody waits for warpgroup 2's */
 	if (cw == 0)
@@ -899,6 +914,7 @@ struct state {
 	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
 	int pers;                  /* fwdp: persistent CTAs over items */
 	int pair;                  /* fwdp's items are head pairs of 64 rows */
+	int bk;                    /* keys a k-tile: 128, or 64 (fwdp pairs) */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
@@ -976,7 +992,8 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 }
 
 /* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
- * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk. */
+ * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk (BQ rows of
+ * BK bits each, whatever the plan's tile). */
 static int bitmasks(struct state *f, const struct plan *p)
 {
 	int32_t *bmi = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *bmi);
@@ -996,7 +1013,7 @@ static int bitmasks(struct state *f, const struct plan *p)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
 			if (bmi[e] < 0)
 				continue;
-			const int64_t k0 = (int64_t)p->ent[e].t0 * BK, k1 = k0 + BK < p->sk ? k0 + BK : p->sk;
+			const int64_t k0 = (int64_t)p->ent[e].t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
 			uint32_t *b = bm + (size_t)bmi[e] * BQ * 4;
 			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
@@ -1048,8 +1065,10 @@ static int64_t visited(const struct plan *p, int64_t *rows)
 }
 
 /* Returns 1 where fwdp's head pairs are to run if their plan (64-row
- * q-tiles, p2) visits less than PAIR_AREA of p's area, 2 where they are
- * to run whatever it visits, 0 where not at all. */
+ * q-tiles) visits less than PAIR_AREA_PCT % of p's area, 2 where they are
+ * to run whatever it visits, 3 where they run with 64-key tiles, 0 where
+ * not at all.  Where pairs run, 64-key tiles do if their plan visits less
+ * than PAIR_AREA_PCT % of the 128-key one's area. */
 enum { PAIR_AREA_PCT = 80 };
 
 static int choose(struct state *f, const struct plan *p)
@@ -1077,6 +1096,9 @@ static int choose(struct state *f, const struct plan *p)
 	} else if (e != NULL && strcmp(e, "pair") == 0) {
 		f->pers = 1;
 		pr = pairs ? 2 : 0;
+	} else if (e != NULL && strcmp(e, "pair64") == 0) {
+		f->pers = 1;
+		pr = pairs ? 3 : 0;
 	}
 	if (f->pers)
 		f->cl = 1;             /* fwdp loads whole tiles */
@@ -1099,9 +1121,14 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+		e = cudaFuncSetAttribute(fwdp<T, HD, 0, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 128>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 128>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 64>::SMEM);
 	return e;
 }
 
@@ -1145,19 +1172,32 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
+	f->bk = BK;
 	if ((n = choose(f, &p)) > 0) {
-		struct plan p2;
-		int64_t r1, r2;
+		struct plan p2, p3;
+		int64_t r;
 		if (plan_build(&p2, m, 64, BK, err, errlen) != 0) {
 			plan_free(&p);
 			free(f);
 			return KERN_ERR;
 		}
-		if (n == 2 || visited(&p2, &r2) * 64 * 100 < visited(&p, &r1) * BQ * PAIR_AREA_PCT) {
+		if (n >= 2 || visited(&p2, &r) * 64 * 100 < visited(&p, &r) * BQ * PAIR_AREA_PCT) {
 			plan_free(&p);
 			p = p2;
 			f->pair = f->pers = 1;
 			f->cl = 1;
+			if (plan_build(&p3, m, 64, 64, err, errlen) != 0) {
+				plan_free(&p);
+				free(f);
+				return KERN_ERR;
+			}
+			if (n == 3 || visited(&p3, &r) * 64 * 100 < visited(&p, &r) * BK * PAIR_AREA_PCT) {
+				plan_free(&p);
+				p = p3;
+				f->bk = 64;
+			} else {
+				plan_free(&p3);
+			}
 		} else {
 			plan_free(&p2);
 		}
@@ -1204,8 +1244,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	cudaError_t e;
 
 	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, f->pair ? 64 : BQ) ||
-	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
-	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
+	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
 		return KERN_ERR;
 	}
@@ -1226,11 +1266,14 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
 			    (int)s->sq, s->hq, f->pair ? 64 : BQ, 1 + f->pair);
-		if (f->nitem > 0 && f->pair) {
-			fwdp<T, HD, 1><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		if (f->nitem > 0 && f->pair && f->bk == 64) {
+			fwdp<T, HD, 1, 64><<<G, NT, pcfg<HD, 64>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0 && f->pair) {
+			fwdp<T, HD, 1, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		} else if (f->nitem > 0) {
-			fwdp<T, HD, 0><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			fwdp<T, HD, 0, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		}
 	} else if (f->cl == 1) {
