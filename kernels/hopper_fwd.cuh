@@ -855,8 +855,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		if (nb) {
 			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
 			epilogue<T, HD>(o, pl, pm, P.x + hw, P.y * QT + rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to,
-			    cw, ct,
-			    pqr, kq);
+			    cw, ct, pqr, kq);
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
