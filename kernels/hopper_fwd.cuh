@@ -75,7 +75,6 @@ struct args {
 	int sq, sk, hq, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
 	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
-	const int2 *ie;            /* fwdp: per item its row's entries e0, e1 */
 	int nitem;
 	unsigned *next, base;      /* fwdp: item counter, its value at launch */
 };
@@ -259,32 +258,6 @@ struct walk {
 		if (++t >= E.t1 && ++e < e1) {
 			E = ent[e];
 			t = E.t0;
-		}
-	}
-};
-
-/* walk for fwdp's producer, whose next copy needs the entry's tile at
- * once: the next entry is loaded one entry ahead. */
-struct pwalk {
-	const plan_ent *ent;
-	int e, e1, t, t1;
-	plan_ent N;
-	__device__ __forceinline__ pwalk(const plan_ent *en, int e0, int e_1) : ent(en), e(e0), e1(e_1) {
-		if (e < e1) {
-			const plan_ent E = ent[e];
-			t = E.t0;
-			t1 = E.t1;
-			if (e + 1 < e1)
-				N = ent[e + 1];
-		}
-	}
-	__device__ __forceinline__ bool more(void) const { return e < e1; }
-	__device__ __forceinline__ void next(void) {
-		if (++t >= t1 && ++e < e1) {
-			t = N.t0;
-			t1 = N.t1;
-			if (e + 1 < e1)
-				N = ent[e + 1];
 		}
 	}
 };
@@ -690,9 +663,8 @@ template <int HD, int KT> struct pcfg {
 		QB = BQ * HD * 2,
 		KB = KT * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
-		/* the barriers, then per Q buffer its item: index, q-head,
-		 * q-tile, batch, first and last entry (8 words) */
-		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 32 * NQ + 1024,
+		/* the barriers, then per Q buffer its item's index */
+		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
 	};
 };
 
@@ -734,36 +706,21 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			return;
 		/* Each CTA takes items until the counter passes nitem: a launch
 		 * takes nitem + gridDim.x values from it (the host's base). The
-		 * item goes with its Q buffer (index -1: no more), published by
-		 * the arrive on the buffer's full barrier, so that the consumers
-		 * read no global memory between items.  The next item is taken
-		 * when this one starts and loaded after its first tile: neither
-		 * latency falls between two items' copies. */
+		 * item's index goes with its Q buffer (-1: no more), published by
+		 * the arrive on the buffer's full barrier. */
 		int it = 0;
-		unsigned n = atomicAdd(a.next, 1u) - a.base;
-		int4 J = make_int4(0, 0, 0, 0);
-		int2 F = make_int2(0, 0);
-		if (n < (unsigned)a.nitem) {
-			J = a.item[n];
-			F = a.ie[n];
-		}
 		for (int k = 0;; k++) {
 			const int qb = k % C::NQ;
-			const uint32_t si = sI + 32 * qb;
-			const int i = n < (unsigned)a.nitem ? (int)n : -1;
 			bar_wait(bQE + 8 * qb, ((k / C::NQ) & 1) ^ 1);
-			asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(si), "r"(i), "r"(J.x), "r"(J.y),
-			    "r"(J.z) : "memory");
-			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(si + 16), "r"(F.x), "r"(F.y) : "memory");
+			const unsigned n = atomicAdd(a.next, 1u) - a.base;
+			const int i = n < (unsigned)a.nitem ? (int)n : -1;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 4 * qb), "r"(i) : "memory");
 			if (i < 0) {
 				bar_arrive(bQ + 8 * qb);
 				break;
 			}
-			const int4 I = J;
-			const int2 E = F;
+			const int4 I = a.item[i];
 			const int hk = I.x / a.group;
-			n = atomicAdd(a.next, 1u) - a.base;
-			bool first = true;
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
@@ -771,7 +728,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				for (int x = 0; x < 1 + PR; x++)
 					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, I.y * QT,
 					    I.z, bQ + 8 * qb);
-			for (pwalk w(a.ent, E.x, E.y); w.more(); w.next(), it++) {
+			for (walk w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
 				const int st = it % S;
 				const uint32_t ph = (it / S) & 1;
 				bar_wait(bEK + 8 * st, ph ^ 1);
@@ -784,11 +741,6 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
 					tma4(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w.t * KT, I.z, bV + 8 * st);
-				if (first && n < (unsigned)a.nitem) {
-					J = a.item[n];
-					F = a.ie[n];
-				}
-				first = false;
 			}
 		}
 		return;
@@ -807,19 +759,15 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		o[i] = 0;
 
 	int i, k = 0, kb = 0;      /* kb = k % NQ */
-	int4 I;
-	int2 E;
 	bar_wait(bQ, 0);
-	asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(i), "=r"(I.x), "=r"(I.y), "=r"(I.z) : "r"(sI)
-	    : "memory");
-	asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(E.x), "=r"(E.y) : "r"(sI + 16) : "memory");
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI) : "memory");
 	if (i < 0)
 		return;
-	int4 P = I;
+	int4 I = a.item[i], P = I;
 	int qr[2], pqr[2];
 	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
-	walk w(a.ent, E.x, E.y);
+	walk w(a.ent, a.row[I.w], a.row[I.w + 1]);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
 	uint32_t pph = 0;
 	bool nb = false;
@@ -849,11 +797,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			k++;
 			kb = kb + 1 == C::NQ ? 0 : kb + 1;
 			bar_wait(bQ + 8 * kb, (k / C::NQ) & 1);
-			int4 J;
-			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(i), "=r"(J.x), "=r"(J.y), "=r"(J.z)
-			    : "r"(sI + 32 * kb) : "memory");
-			asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(E.x), "=r"(E.y) : "r"(sI + 32 * kb + 16)
-			    : "memory");
+			asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI + 4 * kb) : "memory");
 			if (i < 0) {
 				k--;
 				kb = kb == 0 ? C::NQ - 1 : kb - 1;
@@ -862,10 +806,10 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			P = I;
 			pqr[0] = qr[0];
 			pqr[1] = qr[1];
-			I = J;
+			I = a.item[i];
 			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
-			w = walk(a.ent, E.x, E.y);
+			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
 			nb = true;
 		}
 		/* the store of the item before has read its Q buffer: give it back
@@ -972,7 +916,6 @@ struct state {
 	int bk;                    /* keys a k-tile: 128, or 64 (fwdp pairs) */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
-	int2 *ie;                  /* fwdp: the entries of each item's row */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
 	int32_t *row, *order, *bmi;
 	plan_ent *ent;
@@ -1008,7 +951,6 @@ static void fini(void *st)
 	dev_free(f->bmi);
 	dev_free(f->bm);
 	dev_free(f->item);
-	dev_free(f->ie);
 	dev_free(f->empty);
 	dev_free(f->next);
 	free(f);
@@ -1023,32 +965,28 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 	const int n = p->nqt, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
 	const int64_t tot = (int64_t)s->batch * s->hq * n;
 	int4 *it = (int4 *)calloc(tot ? tot : 1, sizeof *it), *em = (int4 *)calloc(tot ? tot : 1, sizeof *em);
-	int2 *ie = (int2 *)calloc(tot ? tot : 1, sizeof *ie);
 	int ni = 0, ne = 0, rc = KERN_ERR;
 
-	if (it != NULL && em != NULL && ie != NULL) {
+	if (it != NULL && em != NULL) {
 		for (int b = 0; b < s->batch; b++)
 			for (int hk = 0; hk < s->hkv; hk++)
 				for (int qi = 0; qi < n; qi++)
 					for (int hh = 0; hh < group; hh += 1 + f->pair) {
 						const int h = hk * group + hh, qt = ord[qi], r = (h / mgroup) * n + qt;
-						if (p->row[r] < p->row[r + 1]) {
-							ie[ni] = make_int2(p->row[r], p->row[r + 1]);
+						if (p->row[r] < p->row[r + 1])
 							it[ni++] = make_int4(h, qt, b, r);
-						} else
+						else
 							em[ne++] = make_int4(h, qt, b, r);
 					}
 		f->nitem = ni;
 		f->nempty = ne;
 		unsigned zero = 0;
 		if ((rc = upload((void **)&f->item, it, (size_t)ni * sizeof *it)) == KERN_OK &&
-		    (rc = upload((void **)&f->ie, ie, (size_t)ni * sizeof *ie)) == KERN_OK &&
 		    (rc = upload((void **)&f->empty, em, (size_t)ne * sizeof *em)) == KERN_OK)
 			rc = upload((void **)&f->next, &zero, sizeof zero);
 	}
 	free(it);
 	free(em);
-	free(ie);
 	return rc;
 }
 
@@ -1318,7 +1256,6 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.sl = (float)s->scale * LOG2E;
 	const int G = f->nitem < f->nsm ? f->nitem : f->nsm;
 	a.item = f->item;
-	a.ie = f->ie;
 	a.nitem = f->nitem;
 	a.next = f->next;
 	/* each launch takes nitem + G values of the counter */
