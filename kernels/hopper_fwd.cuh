@@ -37,7 +37,9 @@
  * row; fwd in 2-CTA clusters, the two q-heads of a pair sharing each K
  * and V tile by TMA multicast (long rows); fwdp, persistent CTAs that run
  * the tiles of many rows as one stream, so that a row's first S overlaps
- * the last P V and epilogue of the row before (rows of a few tiles). */
+ * the last P V and epilogue of the row before (rows of a few tiles), its
+ * items one q-head's 128 rows or (pairs) two q-heads' 64 rows, on 128- or
+ * (pairs) 64-key tiles. */
 #include <limits.h>
 #include <math.h>
 
@@ -1047,7 +1049,11 @@ static int bitmasks(struct state *f, const struct plan *p)
  * CL_TILES where the q-heads h and h + 1 share a kv-head and a mask head
  * (half the K/V bytes from L2; on short rows the pairs' joint start
  * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3").
- * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
+ * fwdp runs head pairs on 64-row q-tiles wherever it runs and pairs exist,
+ * and on long rows too where that plan visits much less (64-token block
+ * masks); 64-key tiles only where they visit much less again: they cost
+ * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
+ * cluster, stream, pair or pair64 forces one, for A/B runs. */
 enum { STREAM_TILES = 16, CL_TILES = 48 };
 
 static int64_t visited(const struct plan *p, int64_t *rows)
