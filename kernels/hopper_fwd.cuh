@@ -37,7 +37,9 @@
  * row; fwd in 2-CTA clusters, the two q-heads of a pair sharing each K
  * and V tile by TMA multicast (long rows); fwdp, persistent CTAs that run
  * the tiles of many rows as one stream, so that a row's first S overlaps
- * the last P V and epilogue of the row before (rows of a few tiles). */
+ * the last P V and epilogue of the row before (rows of a few tiles), its
+ * items one q-head's 128 rows or (pairs) two q-heads' 64 rows, on 128- or
+ * (pairs) 64-key tiles. */
 #include <limits.h>
 #include <math.h>
 
@@ -155,6 +157,11 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}" \
 	    : WG_D64 : "l"(da), "l"(db), "r"(acc))
 /* d[64] += A B, m64n128k16, A in registers, B N-major in shared memory. */
+/* d[32] (+)= A B^T, m64n64k16: S of a 64-key tile. */
+#define HF_SS64(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}" \
+	    : WG_D32 : "l"(da), "l"(db), "r"(acc))
 #define HF_RS128(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}" \
@@ -169,15 +176,18 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 template <typename T> struct ty;
 template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
+	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
 };
 template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
+	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
 };
 #undef HF_SS
+#undef HF_SS64
 #undef HF_RS128
 #undef HF_RS64
 
@@ -187,9 +197,9 @@ template <> struct ty<__half> : w16<__half> {
  * (kb = tile start + 2 * (lane & 3)): the offsets grow with u, so the keys
  * of an interval are a run of bits.  cnt(x) is the number of offsets
  * below x. */
-static __device__ __forceinline__ int cnt(int x)
+template <int KT> static __device__ __forceinline__ int cnt(int x)
 {
-	return x <= 0 ? 0 : x >= BK ? 32 : 2 * (x >> 3) + min(x & 7, 2);
+	return x <= 0 ? 0 : x >= KT ? KT / 4 : 2 * (x >> 3) + min(x & 7, 2);
 }
 
 static __device__ __forceinline__ uint32_t low(int n)
@@ -198,18 +208,19 @@ static __device__ __forceinline__ uint32_t low(int n)
 }
 
 /* the scores with key in [a, b), both relative to kb */
-static __device__ __forceinline__ uint32_t span(int a, int b)
+template <int KT> static __device__ __forceinline__ uint32_t span(int a, int b)
 {
-	return low(cnt(b)) & ~low(cnt(a));
+	return low(cnt<KT>(b)) & ~low(cnt<KT>(a));
 }
 
 /* Allowed scores of rows q[0], q[1] in the tile at k0: keys below sk that
  * one of the cuts allows (ncut == 0: a full tile at the ragged end).  A cut
  * allows, on one row, one interval of keys (plan_cut_allows). */
+template <int KT>
 static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut, int ncut, const int *q,
     int kb, int sk)
 {
-	const uint32_t edge = span(-kb, sk - kb);
+	const uint32_t edge = span<KT>(-kb, sk - kb);
 	if (ncut == 0) {
 		ok[0] = ok[1] = edge;
 		return;
@@ -226,7 +237,7 @@ static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut
 				hi = min(hi, q[rr] + (P.k1 - P.q1) + 1);
 			if (P.kind == MASK_INVCAUSAL || P.kind == MASK_BICAUSAL)
 				lo = max(lo, q[rr] + (P.k0 - P.q0));
-			ok[rr] |= span(lo - kb, hi - kb);
+			ok[rr] |= span<KT>(lo - kb, hi - kb);
 		}
 	}
 	ok[0] &= edge;
@@ -257,25 +268,29 @@ struct walk {
 
 /* S = Q K^T for one consumer: HD/16 k-steps; each 64-column block of Q and K
  * is its own TMA box (128 bytes a row), a k-step 32 bytes into it. */
-template <typename T, int HD>
+template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 {
 #pragma unroll
 	for (int ks = 0; ks < HD / 16; ks++) {
 		const uint32_t off = (ks & 3) * 32;
-		ty<T>::ss(s, desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
-		    desc(sk + (ks >> 2) * BK * 128 + off, 16, 1024), ks > 0);
+		const uint64_t da = desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
+		    db = desc(sk + (ks >> 2) * KT * 128 + off, 16, 1024);
+		if (KT == 128)
+			ty<T>::ss(s, da, db, ks > 0);
+		else
+			ty<T>::ss64(s, da, db, ks > 0);
 	}
 }
 
 /* O += P V: BK/16 k-steps of 16 keys (2 KB of each V box); the HD columns
  * span HD/64 boxes, BK * 128 bytes apart. */
-template <typename T, int HD>
+template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
 {
 #pragma unroll
-	for (int kk = 0; kk < BK / 16; kk++) {
-		const uint64_t db = desc(sv + kk * 16 * 128, BK * 128, 1024);
+	for (int kk = 0; kk < KT / 16; kk++) {
+		const uint64_t db = desc(sv + kk * 16 * 128, KT * 128, 1024);
 		if (HD == 128)
 			ty<T>::rs128(o, p[kk], db);
 		else
@@ -285,11 +300,12 @@ static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint
 
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
  * keys past sk, become -inf.  Rows past sq are never stored. */
+template <int KT = BK>
 static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
     int q0)
 {
-	const int k0 = w.t * BK;
-	if (w.E.ncut == 0 && k0 + BK <= a.sk)
+	const int k0 = w.t * KT;
+	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
 	uint32_t ok[2];
 	if (w.E.ncut > MANY) {
@@ -300,14 +316,14 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 			const uint32_t wd[4] = { v.x, v.y, v.z, v.w };
 			ok[rr] = 0;
 #pragma unroll
-			for (int j = 0; j < BK / 8; j++)
+			for (int j = 0; j < KT / 8; j++)
 				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
 		}
 	} else {
-		allowed(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
+		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
 #pragma unroll
-	for (int j = 0; j < BK / 8; j++)
+	for (int j = 0; j < KT / 8; j++)
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++)
 #pragma unroll
@@ -320,13 +336,14 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
  * old O and l.  A row with nothing allowed so far keeps m = -inf and
  * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
  * adds up at the end). */
+template <int KT = BK>
 static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
 {
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
 		float mx = m[rr];
 #pragma unroll
-		for (int j = 0; j < BK / 8; j++)
+		for (int j = 0; j < KT / 8; j++)
 			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -335,7 +352,7 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 		m[rr] = mx;
 		float sum = 0;
 #pragma unroll
-		for (int j = 0; j < BK / 8; j++) {
+		for (int j = 0; j < KT / 8; j++) {
 			const float p0 = ex2(fmaf(s[4 * j + 2 * rr], sl, -off));
 			const float p1 = ex2(fmaf(s[4 * j + 2 * rr + 1], sl, -off));
 			s[4 * j + 2 * rr] = p0;
@@ -347,10 +364,10 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 }
 
 /* The accumulator of a 16-key slab is the A fragment of m64nNk16. */
-template <typename T> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
+template <typename T, int KT = BK> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
 {
 #pragma unroll
-	for (int kk = 0; kk < BK / 16; kk++) {
+	for (int kk = 0; kk < KT / 16; kk++) {
 		p[kk][0] = ty<T>::pack(s[8 * kk], s[8 * kk + 1]);
 		p[kk][1] = ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
 		p[kk][2] = ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
@@ -384,7 +401,7 @@ static __device__ __forceinline__ void pp_arrive(int cw)
  * store is committed, not waited for: the caller waits (wait_group.read)
  * before the rows are written again or the CTA exits. */
 template <typename T, int HD>
-static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int q0, int b,
+static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int b,
     uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, const int *qr, int kq)
 {
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
@@ -411,7 +428,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
 			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
-			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(q0 + cw * 64), "r"(b),
+			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(qs), "r"(b),
 			    "r"(sQw + c * BQ * 128) : "memory");
 		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 	}
@@ -615,7 +632,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	epilogue<T, HD>(o, l, m, h, q0, b, sQw, a, &to, cw, ct, qr, kq);
+	epilogue<T, HD>(o, l, m, h, q0 + cw * 64, b, sQw, a, &to, cw, ct, qr, kq);
 	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
@@ -634,26 +651,33 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * the producer once the TMA store has read it, a tile or more later, and
  * the next item's Q is loaded while this one runs (with two, an item of
  * one tile would wait for its Q).  Shared memory: 3 Q + STAGES x (K, V),
- * 225 KB at hd 128 with two stages. */
-template <int HD> struct pcfg {
+ * 225 KB at hd 128 with two stages.
+ *
+ * PR == 1, head pairs: an item is (q-heads h and h + 1 of one kv-head and
+ * one mask head, a q-tile of 64 rows), consumer w taking head h + w, so
+ * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
+ * documents and 64-token block masks) while both consumers still read the
+ * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
+template <int HD, int KT> struct pcfg {
 	enum {
-		STAGES = HD == 128 ? 2 : 3,
+		STAGES = HD == 128 ? (KT == 64 ? 4 : 2) : 3,
 		NQ = 3,
 		QB = BQ * HD * 2,
-		KB = BK * HD * 2,
+		KB = KT * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
 		/* the barriers, then per Q buffer its item's index */
 		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
 	};
 };
 
-template <typename T, int HD>
+template <typename T, int HD, int PR, int KT>
 __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
 {
-	typedef pcfg<HD> C;
-	constexpr int S = C::STAGES, NO = HD / 2;
+	typedef pcfg<HD, KT> C;
+	/* QT: an item's q-rows */
+	constexpr int S = C::STAGES, NO = HD / 2, QT = PR ? 64 : BQ;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::NQ * C::QB, sV = sK + S * C::KB;
@@ -702,7 +726,10 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
-				tma4(sQ + qb * C::QB + c * BQ * 128, &tq, c * 64, I.x, I.y * BQ, I.z, bQ + 8 * qb);
+#pragma unroll
+				for (int x = 0; x < 1 + PR; x++)
+					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, I.y * QT,
+					    I.z, bQ + 8 * qb);
 			for (walk w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
 				const int st = it % S;
 				const uint32_t ph = (it / S) & 1;
@@ -710,12 +737,12 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, I.z, bK + 8 * st);
+					tma4(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w.t * KT, I.z, bK + 8 * st);
 				bar_wait(bEV + 8 * st, ph ^ 1);
 				bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, I.z, bV + 8 * st);
+					tma4(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w.t * KT, I.z, bV + 8 * st);
 			}
 		}
 		return;
@@ -723,10 +750,12 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
-	const int rw0 = cw * 64 + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
+	const int rw0 = (PR ? 0 : cw * 64) + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
+	/* this consumer's q-head and first row in an item */
+	const int hw = PR ? cw : 0, rs = PR ? 0 : cw * 64;
 	const bool storer = (ct & 127) == 0;
-	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
-	uint32_t p[BK / 16][4];
+	float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, pm[2], pl[2], alpha[2];
+	uint32_t p[KT / 16][4];
 #pragma unroll
 	for (int i = 0; i < NO; i++)
 		o[i] = 0;
@@ -738,7 +767,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		return;
 	int4 I = a.item[i], P = I;
 	int qr[2], pqr[2];
-	qr[0] = I.y * BQ + rw0;
+	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
 	walk w(a.ent, a.row[I.w], a.row[I.w + 1]);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
@@ -751,16 +780,16 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	bar_wait(bK, 0);
 	pp_sync(cw);
 	wg_fence();
-	qk<T, HD>(s, sQ + cw * 64 * 128, sK);
+	qk<T, HD, KT>(s, sQ + cw * 64 * 128, sK);
 	wg_commit();
 	pp_arrive(cw);
 	wg_wait<0>();
-	pin<64>(s);
+	pin<KT / 2>(s);
 	if (lane == 0)
 		bar_arrive(bEK);
-	mask_tile(s, a, w, qr, kq, I.y * BQ);
-	softmax(s, m, l, alpha, a.sl);
-	to_p<T>(p, s);
+	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+	softmax<KT>(s, m, l, alpha, a.sl);
+	to_p<T, KT>(p, s);
 	it = 1;
 	for (;;) {
 		/* the next tile of the stream: the item's, or the next item's first */
@@ -780,7 +809,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pqr[0] = qr[0];
 			pqr[1] = qr[1];
 			I = a.item[i];
-			qr[0] = I.y * BQ + rw0;
+			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
 			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
 			nb = true;
@@ -798,19 +827,19 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		bar_wait(bK + 8 * st, ph);
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		pp_sync(cw);
 		wg_fence();
-		qk<T, HD>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
+		qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
 		wg_commit();
-		pv<T, HD>(o, p, sV + pst * C::KB);
+		pv<T, HD, KT>(o, p, sV + pst * C::KB);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<1>();
-		pin<64>(s);
+		pin<KT / 2>(s);
 		if (lane == 0)
 			bar_arrive(bEK + 8 * st);
-		mask_tile(s, a, w, qr, kq, I.y * BQ);
+		mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
 		if (nb) {
 			pm[0] = m[0];
 			pm[1] = m[1];
@@ -819,16 +848,16 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			m[0] = m[1] = -INFINITY;
 			l[0] = l[1] = 0;
 		}
-		softmax(s, m, l, alpha, a.sl);
+		softmax<KT>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		if (lane == 0)
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
 			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
-			epilogue<T, HD>(o, pl, pm, P.x, P.y * BQ, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to, cw, ct,
-			    pqr, kq);
+			epilogue<T, HD>(o, pl, pm, P.x + hw, P.y * QT + rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to,
+			    cw, ct, pqr, kq);
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
@@ -839,41 +868,43 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			o[4 * j + 2] *= alpha[1];
 			o[4 * j + 3] *= alpha[1];
 		}
-		to_p<T>(p, s);
+		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
 		it++;
 	}
 	bar_wait(bV + 8 * pst, pph);
 	pin<NO>(o);
-	pin<BK / 16>(p);
+	pin<KT / 16>(p);
 	pp_sync(cw);
 	wg_fence();
-	pv<T, HD>(o, p, sV + pst * C::KB);
+	pv<T, HD, KT>(o, p, sV + pst * C::KB);
 	wg_commit();
 	/* the last turn: nobody waits for warpgroup 2's */
 	if (cw == 0)
 		pp_arrive(cw);
 	wg_wait<0>();
 	pin<NO>(o);
-	epilogue<T, HD>(o, l, m, I.x, I.y * BQ, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct, qr, kq);
+	epilogue<T, HD>(o, l, m, I.x + hw, I.y * QT + rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct,
+	    qr, kq);
 	if (storer)
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
-/* Rows with no tile: O = 0, LSE = -inf, a CTA an item. */
+/* Rows with no tile: O = 0, LSE = -inf, a CTA an item of qt rows and nh
+ * q-heads. */
 template <typename T, int HD>
-__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq)
+__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq, int qt, int nh)
 {
 	const int4 I = item[blockIdx.x];
-	for (int x = threadIdx.x; x < BQ * HD / 8; x += blockDim.x) {
-		const int r = I.y * BQ + x / (HD / 8);
+	for (int x = threadIdx.x; x < nh * qt * HD / 8; x += blockDim.x) {
+		const int r = I.y * qt + x / (HD / 8) % qt, h = I.x + x / (qt * HD / 8);
 		if (r < sq)
-			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + I.x) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
+			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + h) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
 	}
-	for (int r = threadIdx.x; r < BQ; r += blockDim.x)
-		if (I.y * BQ + r < sq)
-			lse[((int64_t)I.z * hq + I.x) * sq + I.y * BQ + r] = -INFINITY;
+	for (int x = threadIdx.x; x < nh * qt; x += blockDim.x)
+		if (I.y * qt + x % qt < sq)
+			lse[((int64_t)I.z * hq + I.x + x / qt) * sq + I.y * qt + x % qt] = -INFINITY;
 }
 
 /* ---- host ------------------------------------------------------------------- */
@@ -883,6 +914,8 @@ struct state {
 	int mheads, nqt;
 	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
 	int pers;                  /* fwdp: persistent CTAs over items */
+	int pair;                  /* fwdp's items are head pairs of 64 rows */
+	int bk;                    /* keys a k-tile: 128, or 64 (fwdp pairs) */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
@@ -926,7 +959,8 @@ static void fini(void *st)
 }
 
 /* fwdp's items in the grid's order (batch, kv-head, q-tile heaviest
- * first, q-head), the rows with no tile apart. */
+ * first, q-head; with pairs every other q-head), the rows with no tile
+ * apart. */
 static int items(struct state *f, const struct plan *p, const int32_t *ord)
 {
 	const struct attn_shape *s = &f->s;
@@ -939,7 +973,7 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 		for (int b = 0; b < s->batch; b++)
 			for (int hk = 0; hk < s->hkv; hk++)
 				for (int qi = 0; qi < n; qi++)
-					for (int hh = 0; hh < group; hh++) {
+					for (int hh = 0; hh < group; hh += 1 + f->pair) {
 						const int h = hk * group + hh, qt = ord[qi], r = (h / mgroup) * n + qt;
 						if (p->row[r] < p->row[r + 1])
 							it[ni++] = make_int4(h, qt, b, r);
@@ -959,7 +993,8 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 }
 
 /* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
- * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk. */
+ * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk (BQ rows of
+ * BK bits each, whatever the plan's tile). */
 static int bitmasks(struct state *f, const struct plan *p)
 {
 	int32_t *bmi = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *bmi);
@@ -975,11 +1010,11 @@ static int bitmasks(struct state *f, const struct plan *p)
 		return KERN_ERR;
 	}
 	for (int r = 0; r < p->nrows; r++) {
-		const int64_t q0 = (int64_t)(r % p->nqt) * BQ, q1 = q0 + BQ < p->sq ? q0 + BQ : p->sq;
+		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
 			if (bmi[e] < 0)
 				continue;
-			const int64_t k0 = (int64_t)p->ent[e].t0 * BK, k1 = k0 + BK < p->sk ? k0 + BK : p->sk;
+			const int64_t k0 = (int64_t)p->ent[e].t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
 			uint32_t *b = bm + (size_t)bmi[e] * BQ * 4;
 			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
@@ -1014,34 +1049,65 @@ static int bitmasks(struct state *f, const struct plan *p)
  * CL_TILES where the q-heads h and h + 1 share a kv-head and a mask head
  * (half the K/V bytes from L2; on short rows the pairs' joint start
  * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3").
- * LONGATTN_HOPPER_FWD=grid, cluster or stream forces one, for A/B runs. */
+ * fwdp runs head pairs on 64-row q-tiles wherever it runs and pairs exist,
+ * and on long rows too where that plan visits much less (64-token block
+ * masks); 64-key tiles only where they visit much less again: they cost
+ * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
+ * cluster, stream, pair or pair64 forces one, for A/B runs. */
 enum { STREAM_TILES = 16, CL_TILES = 48 };
 
-static void choose(struct state *f, const struct plan *p)
+static int64_t visited(const struct plan *p, int64_t *rows)
+{
+	int64_t tiles = 0;
+
+	*rows = 0;
+	for (int r = 0; r < p->nrows; r++) {
+		for (int x = p->row[r]; x < p->row[r + 1]; x++)
+			tiles += p->ent[x].t1 - p->ent[x].t0;
+		*rows += p->row[r] < p->row[r + 1];
+	}
+	return tiles;
+}
+
+/* Returns 1 where fwdp's head pairs are to run if their plan (64-row
+ * q-tiles) visits less than PAIR_AREA_PCT % of p's area, 2 where they are
+ * to run whatever it visits, 3 where they run with 64-key tiles, 0 where
+ * not at all.  Where pairs run, 64-key tiles do if their plan visits less
+ * than PAIR_AREA_PCT % of the 128-key one's area. */
+enum { PAIR_AREA_PCT = 80 };
+
+static int choose(struct state *f, const struct plan *p)
 {
 	const struct attn_shape *s = &f->s;
 	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
 	const char *e = getenv("LONGATTN_HOPPER_FWD");
-	int64_t tiles = 0, rows = 0;
+	int64_t rows, tiles = visited(p, &rows);
+	int pr;
 
-	for (int r = 0; r < p->nrows; r++) {
-		for (int x = p->row[r]; x < p->row[r + 1]; x++)
-			tiles += p->ent[x].t1 - p->ent[x].t0;
-		rows += p->row[r] < p->row[r + 1];
-	}
 	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
 	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
+	pr = s->hd == 128 && pairs ? (f->pers ? 2 : 1) : 0;
 	if (e != NULL && strcmp(e, "grid") == 0) {
 		f->pers = 0;
 		f->cl = 1;
+		pr = 0;
 	} else if (e != NULL && strcmp(e, "cluster") == 0) {
 		f->pers = 0;
 		f->cl = pairs ? 2 : 1;
+		pr = 0;
 	} else if (e != NULL && strcmp(e, "stream") == 0) {
 		f->pers = 1;
+		pr = 0;
+	} else if (e != NULL && strcmp(e, "pair") == 0) {
+		f->pers = 1;
+		pr = pairs ? 2 : 0;
+	} else if (e != NULL && strcmp(e, "pair64") == 0) {
+		f->pers = 1;
+		pr = pairs ? 3 : 0;
 	}
 	if (f->pers)
 		f->cl = 1;             /* fwdp loads whole tiles */
+	return pr;
 }
 
 static const int64_t *work_key;
@@ -1060,7 +1126,14 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, pcfg<HD>::SMEM);
+		e = cudaFuncSetAttribute(fwdp<T, HD, 0, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 128>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 128>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 64>::SMEM);
 	return e;
 }
 
@@ -1104,7 +1177,36 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
-	choose(f, &p);
+	f->bk = BK;
+	if ((n = choose(f, &p)) > 0) {
+		struct plan p2, p3;
+		int64_t r;
+		if (plan_build(&p2, m, 64, BK, err, errlen) != 0) {
+			plan_free(&p);
+			free(f);
+			return KERN_ERR;
+		}
+		if (n >= 2 || visited(&p2, &r) * 64 * 100 < visited(&p, &r) * BQ * PAIR_AREA_PCT) {
+			plan_free(&p);
+			p = p2;
+			f->pair = f->pers = 1;
+			f->cl = 1;
+			if (plan_build(&p3, m, 64, 64, err, errlen) != 0) {
+				plan_free(&p);
+				free(f);
+				return KERN_ERR;
+			}
+			if (n == 3 || visited(&p3, &r) * 64 * 100 < visited(&p, &r) * BK * PAIR_AREA_PCT) {
+				plan_free(&p);
+				p = p3;
+				f->bk = 64;
+			} else {
+				plan_free(&p3);
+			}
+		} else {
+			plan_free(&p2);
+		}
+	}
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
@@ -1146,9 +1248,9 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	args a;
 	cudaError_t e;
 
-	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ) ||
-	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
-	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK / f->cl) ||
+	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, f->pair ? 64 : BQ) ||
+	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
+	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
 		return KERN_ERR;
 	}
@@ -1168,9 +1270,15 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
-			    (int)s->sq, s->hq);
-		if (f->nitem > 0) {
-			fwdp<T, HD><<<G, NT, pcfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			    (int)s->sq, s->hq, f->pair ? 64 : BQ, 1 + f->pair);
+		if (f->nitem > 0 && f->pair && f->bk == 64) {
+			fwdp<T, HD, 1, 64><<<G, NT, pcfg<HD, 64>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0 && f->pair) {
+			fwdp<T, HD, 1, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0) {
+			fwdp<T, HD, 0, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		}
 	} else if (f->cl == 1) {
