@@ -44,13 +44,7 @@ $0 ~ /[^\t -~]/ || length($0) > 4096 {
 # Each header maps the columns anew, so streams of older and newer versions
 # (with and without stack, say) concatenate.
 $1 == "tool" {
-	split("", c)
-	for (i = 1; i <= NF; i++)
-		c[$i] = i
-	for (i = 1; i <= nneed; i++)
-		if (!(need[i] in c))
-			die(src() ": line " FNR ": header lacks column " need[i])
-	ncols = NF
+	mapcols(src())
 	# scalars: an array lookup per field and row is most of the time
 	Ctool = c["tool"]; Ckern = c["kernel"]; Cmask = c["mask"]; Csl = c["seqlen_q"]
 	Carea = c["area"]; Cbatch = c["batch"]; Chq = c["heads_q"]; Chkv = c["heads_kv"]
@@ -155,17 +149,6 @@ function newgroup(g,    gi, t, ti, label, sl) {
 		labs[ti, ++nlab[ti]] = label
 	}
 	return gi
-}
-
-# Shell sort of a[1..m] (numbers), for the few seqlens of a table.
-function nsort(a, m,    gap, i, j, x) {
-	for (gap = int(m / 2); gap > 0; gap = int(gap / 2))
-		for (i = gap + 1; i <= m; i++) {
-			x = a[i]
-			for (j = i; j > gap && a[j - gap] > x; j -= gap)
-				a[j] = a[j - gap]
-			a[j] = x
-		}
 }
 
 # The k-th smallest of a[lo..hi] (Hoare's selection, median-of-three

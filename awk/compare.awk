@@ -29,13 +29,7 @@ FNR == 1 { fno++; fname[fno] = FILENAME; ncols = 0 }
 # Each header maps the columns anew: an old file may lack stack or the
 # CP degrees.
 $1 == "tool" {
-	split("", c)
-	for (i = 1; i <= NF; i++)
-		c[$i] = i
-	for (i = 1; i <= nneed; i++)
-		if (!(need[i] in c))
-			die(FILENAME ": line " FNR ": header lacks column " need[i])
-	ncols = NF
+	mapcols(FILENAME)
 	next
 }
 

@@ -110,17 +110,6 @@ function addstack(f, s,    n, p, i, k) {
 	}
 }
 
-# Shell sort of a[1..m] (numbers).
-function nsort(a, m,    gap, i, j, x) {
-	for (gap = int(m / 2); gap > 0; gap = int(gap / 2))
-		for (i = gap + 1; i <= m; i++) {
-			x = a[i]
-			for (j = i; j > gap && a[j - gap] > x; j -= gap)
-				a[j] = a[j - gap]
-			a[j] = x
-		}
-}
-
 # A round upper bound of the y axis above m.
 function ytop(m,    step) {
 	if (m <= 0) return 1

@@ -60,7 +60,7 @@ case ${1-} in
 		[ -r "$f" ] && [ ! -d "$f" ] || die "$f: cannot read"
 	done
 	[ -r "$AWKDIR/compare.awk" ] || die "$AWKDIR: awk programs not found"
-	exec $AWK -v thr="$thr" -f "$AWKDIR/compare.awk" "$old" "$new" ;;
+	exec $AWK -v thr="$thr" -f "$AWKDIR/lib.awk" -f "$AWKDIR/compare.awk" "$old" "$new" ;;
 esac
 
 fmt=table plotdir=
@@ -91,7 +91,7 @@ trap 'exit 2' HUP INT TERM
 
 want_ms=0
 [ "$fmt" = tsv ] && want_ms=1
-$AWK -v want_ms=$want_ms -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
+$AWK -v want_ms=$want_ms -f "$AWKDIR/lib.awk" -f "$AWKDIR/aggregate.awk" "$@" >"$tmp/agg" || exit 2
 in=${*:-stdin}
 [ "$in" = - ] && in=stdin
 [ "$(wc -l <"$tmp/agg")" -gt 1 ] || die "$in: no result rows"
@@ -110,7 +110,7 @@ if [ -n "$plotdir" ]; then
 	# a chart per (mask, pass), then the paper's grids of panels
 	for p in plot grid; do
 		$AWK -v tmp="$tmp" -v dir="$plotdir" -v term="$term" \
-		    -f "$AWKDIR/$p.awk" "$tmp/agg" >>"$tmp/moves" || exit 2
+		    -f "$AWKDIR/lib.awk" -f "$AWKDIR/$p.awk" "$tmp/agg" >>"$tmp/moves" || exit 2
 	done
 	if ! { gnuplot "$tmp/plots.gp" && gnuplot "$tmp/grid.gp"; } 2>"$tmp/gnuplot.err"; then
 		while IFS='	' read -r from to; do rm -f "$from"; done <"$tmp/moves"
