@@ -825,10 +825,9 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		return -1;
 	}
 	for (int kt = 0; kt < n; kt++) {
-		int len = 0;
+		/* one run to the last q-tile, as checked above */
+		const int len = p->row[kt] < p->row[kt + 1] ? p->nqt - p->ent[p->row[kt]].t0 : 0;
 		slotkt[kt] = kt;
-		for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
-			len += p->ent[e].t1 - p->ent[e].t0;
 		if (len > 0)
 			item[m++] = make_int4(kt, 0, len, kt);
 	}
