@@ -332,6 +332,83 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 					s[4 * j + 2 * rr + x] = -INFINITY;
 }
 
+/* fwdp's walk with gathered stages: the plan's tiles are 64 keys, a stage
+ * of 128 keys holds two of them, a and b, wherever they lie (two TMA boxes
+ * each for K and V), so that S stays m64n128 while the plan skips 64-key
+ * tiles.  tb < 0: the row had an odd number of tiles; the stage's second
+ * half holds a's keys again, all masked. */
+struct gwalk {
+	walk w;
+	bool has;
+	int ta, tb, ea, eb;
+	plan_ent A, B;
+	__device__ __forceinline__ gwalk(const plan_ent *en, int e0, int e_1) : w(en, e0, e_1) { fill(); }
+	__device__ __forceinline__ void fill(void) {
+		has = w.more();
+		if (!has)
+			return;
+		ta = w.t;
+		ea = w.e;
+		A = w.E;
+		w.next();
+		tb = -1;
+		if (w.more()) {
+			tb = w.t;
+			eb = w.e;
+			B = w.E;
+			w.next();
+		}
+	}
+	__device__ __forceinline__ bool more(void) const { return has; }
+	__device__ __forceinline__ void next(void) { fill(); }
+};
+
+/* The allowed scores of rows qr of one 64-key half, tile t of entry E
+ * (index e), as 16 bits a row. */
+static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int e, int t,
+    const int *qr, int kq, int q0)
+{
+	if (E.ncut > MANY) {
+		const uint4 *bm = a.bm + (int64_t)a.bmi[e] * BQ;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const uint4 v = bm[qr[rr] - q0];
+			const uint32_t wd[2] = { v.x, v.y };
+			ok[rr] = 0;
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
+		}
+	} else {
+		allowed<64>(ok, a.cut + E.cut0, E.ncut, qr, t * 64 + kq, a.sk);
+	}
+}
+
+template <int KT = BK>
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const gwalk &g, const int *qr, int kq,
+    int q0)
+{
+	if (g.A.ncut == 0 && g.ta * 64 + 64 <= a.sk && g.tb >= 0 && g.B.ncut == 0 && g.tb * 64 + 64 <= a.sk)
+		return;
+	uint32_t ok[2], ob[2] = { 0, 0 };
+	half_ok(ok, a, g.A, g.ea, g.ta, qr, kq, q0);
+	if (g.tb >= 0)
+		half_ok(ob, a, g.B, g.eb, g.tb, qr, kq, q0);
+	ok[0] |= ob[0] << 16;
+	ok[1] |= ob[1] << 16;
+#pragma unroll
+	for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				if (!((ok[rr] >> (2 * j + x)) & 1))
+					s[4 * j + 2 * rr + x] = -INFINITY;
+}
+
+template <int G> struct wsel { typedef walk W; };
+template <> struct wsel<1> { typedef gwalk W; };
+
 /* Online softmax in the log2 domain: s becomes P, alpha the factor of the
  * old O and l.  A row with nothing allowed so far keeps m = -inf and
  * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
@@ -658,6 +735,23 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
  * documents and 64-token block masks) while both consumers still read the
  * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
+/* One 128-byte column box of a stage: KT keys of tile w.t, or (G) the two
+ * 64-key halves of a gathered stage. */
+template <int G, int KT>
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &w, int b,
+    uint32_t bar)
+{
+	tma4(dst, m, c0, hk, w.t * KT, b, bar);
+}
+
+template <int G, int KT>
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const gwalk &w, int b,
+    uint32_t bar)
+{
+	tma4(dst, m, c0, hk, w.ta * 64, b, bar);
+	tma4(dst + 64 * 128, m, c0, hk, (w.tb >= 0 ? w.tb : w.ta) * 64, b, bar);
+}
+
 template <int HD, int KT> struct pcfg {
 	enum {
 		STAGES = HD == 128 ? (KT == 64 ? 4 : 2) : 3,
@@ -670,7 +764,7 @@ template <int HD, int KT> struct pcfg {
 	};
 };
 
-template <typename T, int HD, int PR, int KT>
+template <typename T, int HD, int PR, int KT, int G>
 __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
@@ -678,6 +772,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	typedef pcfg<HD, KT> C;
 	/* QT: an item's q-rows */
 	constexpr int S = C::STAGES, NO = HD / 2, QT = PR ? 64 : BQ;
+	typedef typename wsel<G>::W W;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::NQ * C::QB, sV = sK + S * C::KB;
@@ -730,19 +825,19 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				for (int x = 0; x < 1 + PR; x++)
 					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, I.y * QT,
 					    I.z, bQ + 8 * qb);
-			for (walk w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
+			for (W w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
 				const int st = it % S;
 				const uint32_t ph = (it / S) & 1;
 				bar_wait(bEK + 8 * st, ph ^ 1);
 				bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w.t * KT, I.z, bK + 8 * st);
+					copy<G, KT>(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w, I.z, bK + 8 * st);
 				bar_wait(bEV + 8 * st, ph ^ 1);
 				bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					tma4(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w.t * KT, I.z, bV + 8 * st);
+					copy<G, KT>(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w, I.z, bV + 8 * st);
 			}
 		}
 		return;
@@ -769,7 +864,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	int qr[2], pqr[2];
 	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
-	walk w(a.ent, a.row[I.w], a.row[I.w + 1]);
+	W w(a.ent, a.row[I.w], a.row[I.w + 1]);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
 	uint32_t pph = 0;
 	bool nb = false;
@@ -811,7 +906,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			I = a.item[i];
 			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
-			w = walk(a.ent, a.row[I.w], a.row[I.w + 1]);
+			w = W(a.ent, a.row[I.w], a.row[I.w + 1]);
 			nb = true;
 		}
 		/* the store of the item before has read its Q buffer: give it back
@@ -916,6 +1011,7 @@ struct state {
 	int pers;                  /* fwdp: persistent CTAs over items */
 	int pair;                  /* fwdp's items are head pairs of 64 rows */
 	int bk;                    /* keys a k-tile: 128, or 64 (fwdp pairs) */
+	int gather;                /* fwdp pairs: 64-key tiles two a stage */
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
@@ -1053,7 +1149,7 @@ static int bitmasks(struct state *f, const struct plan *p)
  * and on long rows too where that plan visits much less (64-token block
  * masks); 64-key tiles only where they visit much less again: they cost
  * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
- * cluster, stream, pair or pair64 forces one, for A/B runs. */
+ * cluster, stream, pair, pair64 or gather forces one, for A/B runs. */
 enum { STREAM_TILES = 16, CL_TILES = 48 };
 
 static int64_t visited(const struct plan *p, int64_t *rows)
@@ -1072,8 +1168,11 @@ static int64_t visited(const struct plan *p, int64_t *rows)
 /* Returns 1 where fwdp's head pairs are to run if their plan (64-row
  * q-tiles) visits less than PAIR_AREA_PCT % of p's area, 2 where they are
  * to run whatever it visits, 3 where they run with 64-key tiles, 0 where
- * not at all.  Where pairs run, 64-key tiles do if their plan visits less
- * than PAIR_AREA_PCT % of the 128-key one's area. */
+ * not at all.  Where pairs can run, 64-key tiles do if their plan visits
+ * less than PAIR_AREA_PCT % of the 64x128 plan's area, two of them
+ * gathered into one 128-key stage (plain 64-key stages, pair64, halve
+ * the MMA's N and lose 2x on 64-token block masks: bench/NOTES.md,
+ * "round 5"). */
 enum { PAIR_AREA_PCT = 80 };
 
 static int choose(struct state *f, const struct plan *p)
@@ -1104,6 +1203,10 @@ static int choose(struct state *f, const struct plan *p)
 	} else if (e != NULL && strcmp(e, "pair64") == 0) {
 		f->pers = 1;
 		pr = pairs ? 3 : 0;
+	} else if (e != NULL && strcmp(e, "gather") == 0) {
+		f->pers = 1;
+		pr = pairs ? 3 : 0;
+		f->gather = pairs;
 	}
 	if (f->pers)
 		f->cl = 1;             /* fwdp loads whole tiles */
@@ -1126,14 +1229,17 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 0, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		e = cudaFuncSetAttribute(fwdp<T, HD, 0, 128, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    pcfg<HD, 128>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    pcfg<HD, 128>::SMEM);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 64, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    pcfg<HD, 64>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    pcfg<HD, 128>::SMEM);
 	return e;
 }
 
@@ -1180,31 +1286,38 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	f->bk = BK;
 	if ((n = choose(f, &p)) > 0) {
 		struct plan p2, p3;
-		int64_t r;
+		int64_t r, v2, v3;
 		if (plan_build(&p2, m, 64, BK, err, errlen) != 0) {
 			plan_free(&p);
 			free(f);
 			return KERN_ERR;
 		}
-		if (n >= 2 || visited(&p2, &r) * 64 * 100 < visited(&p, &r) * BQ * PAIR_AREA_PCT) {
+		if (plan_build(&p3, m, 64, 64, err, errlen) != 0) {
+			plan_free(&p2);
 			plan_free(&p);
+			free(f);
+			return KERN_ERR;
+		}
+		v2 = visited(&p2, &r) * 64 * BK;
+		v3 = visited(&p3, &r) * 64 * 64;
+		/* 64-key tiles are judged against the 64x128 plan whether or not
+		 * that one beats the 128x128 plan: on 64-token block masks the
+		 * first step saves exactly 20 % and the second a third more */
+		if (n == 3 || v3 * 100 < v2 * PAIR_AREA_PCT) {
+			plan_free(&p);
+			plan_free(&p2);
+			p = p3;
+			f->bk = 64;
+			f->gather |= n != 3;
+			f->pair = f->pers = f->cl = 1;
+		} else if (n >= 2 || v2 * 100 < visited(&p, &r) * BQ * BK * PAIR_AREA_PCT) {
+			plan_free(&p);
+			plan_free(&p3);
 			p = p2;
-			f->pair = f->pers = 1;
-			f->cl = 1;
-			if (plan_build(&p3, m, 64, 64, err, errlen) != 0) {
-				plan_free(&p);
-				free(f);
-				return KERN_ERR;
-			}
-			if (n == 3 || visited(&p3, &r) * 64 * 100 < visited(&p, &r) * BK * PAIR_AREA_PCT) {
-				plan_free(&p);
-				p = p3;
-				f->bk = 64;
-			} else {
-				plan_free(&p3);
-			}
+			f->pair = f->pers = f->cl = 1;
 		} else {
 			plan_free(&p2);
+			plan_free(&p3);
 		}
 	}
 	/* heaviest q-tiles first, so the long rows of causal and document
@@ -1271,14 +1384,17 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
 			    (int)s->sq, s->hq, f->pair ? 64 : BQ, 1 + f->pair);
-		if (f->nitem > 0 && f->pair && f->bk == 64) {
-			fwdp<T, HD, 1, 64><<<G, NT, pcfg<HD, 64>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		if (f->nitem > 0 && f->pair && f->bk == 64 && f->gather) {
+			fwdp<T, HD, 1, 128, 1><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0 && f->pair && f->bk == 64) {
+			fwdp<T, HD, 1, 64, 0><<<G, NT, pcfg<HD, 64>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		} else if (f->nitem > 0 && f->pair) {
-			fwdp<T, HD, 1, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			fwdp<T, HD, 1, 128, 0><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		} else if (f->nitem > 0) {
-			fwdp<T, HD, 0, 128><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			fwdp<T, HD, 0, 128, 0><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		}
 	} else if (f->cl == 1) {
