@@ -15,6 +15,11 @@
 #             full and causal at 1K-128K, fwd and bwd, hopper's
 #             deterministic bwd at 8K/32K/128K, every other pattern at 32K
 #             on hopper (64:8, hd 128, bf16)
+#   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
+#             hash_sparse) at 4K-48K, short documents (pile, prolong64k,
+#             --long, and documents under one tile) at 32K, and the
+#             paper's block-sparse settings (64x64 blocks, sparsity
+#             0.5-0.9) at 32K-128K beside full (64:8, hd 128, bf16)
 #   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
 #             and naive, fwd and bwd (tests/gpu/kern.sh matrix)
 #   million   1M tokens, 64:8, fwd and bwd, on flash and hopper (O(S)
@@ -31,7 +36,7 @@ mkdir -p "$OUT"
 M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
 trap 'rm -rf "$M"' EXIT
 PATH=$PWD/bin:$PATH
-ALL="build check oom bench sumbench cpbench flash hopper versus matrix million"
+ALL="build check oom bench sumbench cpbench flash hopper versus masks matrix million"
 nfail=0
 
 say() { echo "gpu: $*" | tee -a "$OUT/run.log"; }
@@ -157,11 +162,13 @@ kerncheck() {
 sec_flash() { kerncheck flash; }
 sec_hopper() { kerncheck hopper; }
 
-# vsrows KBENCH-ARGS...: one kbench run, its rows appended to versus.tsv
+# vsrows KBENCH-ARGS...: one kbench run, its rows appended to $VS
+# (versus.tsv unless a section says otherwise)
+VS=$OUT/versus.tsv
 vsrows() {
 	timeout 600 kbench -v "$@" >"$M/vs.tsv" 2>>"$OUT/bench.log" || fail "versus: kbench $*"
-	if [ -s "$OUT/versus.tsv" ]; then tail -n +2 "$M/vs.tsv" >>"$OUT/versus.tsv"
-	else cp "$M/vs.tsv" "$OUT/versus.tsv"; fi
+	if [ -s "$VS" ]; then tail -n +2 "$M/vs.tsv" >>"$VS"
+	else cp "$M/vs.tsv" "$VS"; fi
 }
 
 # One run, so the ratios compare kernels under the same clocks and inputs.
@@ -189,6 +196,46 @@ sec_versus() {
 	vsrows -k hopper -p fwd,bwd -w 2 -n 5 "$M"/vp-*.amask
 	say "versus: $(awk 'NR > 1' "$OUT/versus.tsv" | wc -l) rows"
 	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
+}
+
+# Rows to $OUT/masks.tsv; the short documents' and block-sparse rows (one
+# pattern name for several masks: summarize would merge them) to
+# $OUT/docs.tsv and $OUT/sparse.tsv, listed with their areas.
+sec_masks() {
+	VS=$OUT/masks.tsv
+	rm -f "$VS" "$OUT/docs.tsv" "$OUT/sparse.tsv"
+	for n in 4096 8192 16384 32768 49152; do
+		for p in full causal full_document causal_document hash_sparse sliding_window \
+		    sliding_window_causal; do
+			maskgen -p $p -n $n -s 3 -o "$M/mk-$p-$n.amask" || { fail "maskgen $p $n"; return; }
+		done
+	done
+	vsrows -k hopper,cudnn -p fwd,bwd -w 3 -n 10 "$M"/mk-*.amask
+	summarize "$VS" >>"$OUT/summary.txt" 2>>"$OUT/bench.log"
+	# documents under one tile: 48-127 tokens, a fixed draw
+	awk 'BEGIN { srand(7); print "len"; for (t = 0; t < 32768; t += l) {
+	    l = 48 + int(rand() * 80); if (t + l > 32768) l = 32768 - t; print l } }' >"$M/short.len"
+	VS=$OUT/docs.tsv
+	for d in "-d pile" "-d prolong64k" --long "-L $M/short.len"; do
+		for p in full_document causal_document; do
+			# shellcheck disable=SC2086
+			maskgen -p $p -n 32768 -s 3 $d -o "$M/sd.amask" || { fail "maskgen $p $d"; return; }
+			say "masks: $p $d: $(maskgen -i "$M/sd.amask" | awk '$1 == "params" { print $2, $3 }')"
+			vsrows -k hopper,cudnn -p fwd,bwd -w 3 -n 10 "$M/sd.amask"
+		done
+	done
+	VS=$OUT/sparse.tsv
+	for n in 32768 65536 131072; do
+		maskgen -p full -n $n -o "$M/sp-full-$n.amask" || { fail "maskgen full $n"; return; }
+		for r in 0.5 0.3 0.1; do
+			maskgen -p block_sparse_uniform -n $n -B 64 --ratio $r -s 1 -o "$M/sp-bsu$r-$n.amask" ||
+			    { fail "maskgen block_sparse_uniform $r"; return; }
+		done
+	done
+	vsrows -k hopper -p fwd,bwd -w 1 -n 5 "$M"/sp-*.amask
+	VS=$OUT/versus.tsv
+	awk -F'\t' '{ print $2, $3, $4, $6, $12, $16, $21 }' OFS='\t' "$OUT/docs.tsv" "$OUT/sparse.tsv" |
+	    tee -a "$OUT/summary.txt"
 }
 
 sec_matrix() {
