@@ -298,6 +298,21 @@ static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint
 	}
 }
 
+/* Scores whose bit in ok (two a column pair, rows qr[0] and qr[1]) is
+ * clear become -inf. */
+template <int KT>
+static __device__ __forceinline__ void kill_scores(float *s, const uint32_t *ok)
+{
+#pragma unroll
+	for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				if (!((ok[rr] >> (2 * j + x)) & 1))
+					s[4 * j + 2 * rr + x] = -INFINITY;
+}
+
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
  * keys past sk, become -inf.  Rows past sq are never stored. */
 template <int KT = BK>
@@ -322,14 +337,7 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	} else {
 		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
-#pragma unroll
-	for (int j = 0; j < KT / 8; j++)
-#pragma unroll
-		for (int rr = 0; rr < 2; rr++)
-#pragma unroll
-			for (int x = 0; x < 2; x++)
-				if (!((ok[rr] >> (2 * j + x)) & 1))
-					s[4 * j + 2 * rr + x] = -INFINITY;
+	kill_scores<KT>(s, ok);
 }
 
 /* fwdp's walk with gathered stages: the plan's tiles are 64 keys, a stage
@@ -396,14 +404,7 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 		half_ok(ob, a, g.B, g.eb, g.tb, qr, kq, q0);
 	ok[0] |= ob[0] << 16;
 	ok[1] |= ob[1] << 16;
-#pragma unroll
-	for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-		for (int rr = 0; rr < 2; rr++)
-#pragma unroll
-			for (int x = 0; x < 2; x++)
-				if (!((ok[rr] >> (2 * j + x)) & 1))
-					s[4 * j + 2 * rr + x] = -INFINITY;
+	kill_scores<BK>(s, ok);
 }
 
 template <int G> struct wsel { typedef walk W; };
