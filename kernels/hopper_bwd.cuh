@@ -48,6 +48,12 @@ namespace hb {
 
 #define HB_LOG2E 1.4426950408889634f
 
+/* HB_NST: stages of the Q, dO, L, D ring (3 fits at hd 128: 232000 of
+ * 232448 bytes). */
+#ifndef HB_NST
+#define HB_NST 2
+#endif
+
 /* MANY: partial tiles with more cuts than this read a bitmask made in init
  * instead of testing every cut (random_eviction: one cut per evicted key). */
 enum { BK = 128, BQ = 64, NT = 256, MANY = 8, NST = HB_NST };
@@ -70,11 +76,6 @@ enum { PH = 256 };
 #endif
 #ifndef HB_EVL
 #define HB_EVL 0
-#endif
-/* HB_NST: stages of the Q, dO, L, D ring (3 fits at hd 128: 232000 of
- * 232448 bytes). */
-#ifndef HB_NST
-#define HB_NST 2
 #endif
 #ifndef HB_PREG
 #define HB_PREG "24"
