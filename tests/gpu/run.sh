@@ -171,7 +171,8 @@ vsrows() {
 	else cp "$M/vs.tsv" "$VS"; fi
 }
 
-# One run, so the ratios compare kernels under the same clocks and inputs.
+# One kbench process a row pair, so the ratios compare kernels under the
+# same clocks and inputs.
 # 64K and 128K take seconds an iteration: fewer of them (about 4 minutes
 # in all on an H100).
 sec_versus() {
@@ -183,7 +184,14 @@ sec_versus() {
 		    maskgen -p causal -n $n -o "$M/vs-causal-$n.amask" || { fail "maskgen versus $n"; return; }
 		w=3 it=10
 		[ $n -ge 65536 ] && w=1 it=3
-		vsrows -k $k -p fwd,bwd -w $w -n $it "$M/vs-full-$n.amask" "$M/vs-causal-$n.amask"
+		# a process a mask and pass: what ran before in a process moves
+		# a row by up to 10 % (clocks under the power cap, bench/NOTES.md
+		# "hopper bwd, round 5")
+		for p in full causal; do
+			for pass in fwd bwd; do
+				vsrows -k $k -p $pass -w $w -n $it "$M/vs-$p-$n.amask"
+			done
+		done
 	done
 	vsrows --deterministic -k hopper -p bwd -w 2 -n 5 "$M"/vs-*-8192.amask "$M"/vs-*-32768.amask
 	vsrows --deterministic -k hopper -p bwd -w 1 -n 3 "$M"/vs-*-131072.amask
