@@ -940,7 +940,7 @@ static int bplan_items(struct dplan *d, const struct plan *p, const struct attn_
 {
 	int4 *item;
 	int32_t *slotkt;
-	int rc = walk_items(p, s, mheads, &item, &d->nitems, &slotkt, &d->nslots);
+	int rc = walk_items(p, s, mheads, 0, &item, &d->nitems, &slotkt, &d->nslots);
 
 	if (rc != KERN_OK)
 		return rc;

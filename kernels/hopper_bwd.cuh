@@ -816,8 +816,9 @@ static int head_by_len(const void *x, const void *y)
 }
 
 /* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of desc
- * (head_items' walks from the last q-tile down) and ph1 (head_items at
- * any length, so that short checks take it). */
+ * (head_items' walks from the last q-tile down), ph1 (head_items at
+ * any length, so that short checks take it) and seg, seg128, seg256
+ * (hb_seg). */
 static int hb_env(const char *w)
 {
 	const char *e = getenv("LONGATTN_HOPPER_BWD");
@@ -827,6 +828,13 @@ static int hb_env(const char *w)
 		if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0'))
 			return 1;
 	return 0;
+}
+
+/* tile.cuh's walk_items cut into stretches of this many tiles, listed
+ * stretch by stretch (LONGATTN_HOPPER_BWD=seg, seg128, seg256), or 0. */
+static int hb_seg(void)
+{
+	return hb_env("seg") ? 64 : hb_env("seg128") ? 128 : hb_env("seg256") ? 256 : 0;
 }
 
 /* Long rows of a one-head mask whose every row is one run of q-tiles to
@@ -902,7 +910,7 @@ static int items(struct state *f, const struct plan *p)
 	if (rc < 0)
 		return KERN_ERR;
 	if (rc == 0)
-		rc = walk_items(p, &f->s, f->mheads, &item, &f->nitems, &slotkt, &f->nslots);
+		rc = walk_items(p, &f->s, f->mheads, hb_seg(), &item, &f->nitems, &slotkt, &f->nslots);
 	else {
 		f->rev = hb_env("desc");
 		rc = KERN_OK;
