@@ -817,8 +817,8 @@ static int head_by_len(const void *x, const void *y)
 
 /* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of desc
  * (head_items' walks from the last q-tile down), ph1 (head_items at
- * any length, so that short checks take it) and seg, seg128, seg256
- * (hb_seg). */
+ * any length, so that short checks take it) and seg, seg128, seg256,
+ * noseg (hb_seg). */
 static int hb_env(const char *w)
 {
 	const char *e = getenv("LONGATTN_HOPPER_BWD");
@@ -831,10 +831,35 @@ static int hb_env(const char *w)
 }
 
 /* tile.cuh's walk_items cut into stretches of this many tiles, listed
- * stretch by stretch (LONGATTN_HOPPER_BWD=seg, seg128, seg256), or 0. */
-static int hb_seg(void)
+ * stretch by stretch, or 0: whole walks, heaviest first.  Stretches where
+ * the walks drift apart: masks with several heads (the CTAs in flight
+ * each read their own q-tiles) and scattered rows (more
+ * than SCATTER runs a k-tile's row).  128 tiles for walks of under 1024,
+ * else 256 (H100, round 5, 32K-64K: block_sparse_uniform 64-blocks +14 to
+ * +43 %, block_sparse_variable +44 %; on one-head masks stretches, or only
+ * their order, lost up to 11 % (hash_sparse) or did nothing).
+ * LONGATTN_HOPPER_BWD=seg, seg128, seg256 or noseg forces 64, 128, 256 or 0
+ * for A/B runs. */
+enum { SCATTER = 16 };
+
+static int hb_seg(const struct state *f, const struct plan *p)
 {
-	return hb_env("seg") ? 64 : hb_env("seg128") ? 128 : hb_env("seg256") ? 256 : 0;
+	const int group = f->s.hq / f->s.hkv;
+	int64_t rows = 0, runs = 0, tiles = 0;
+
+	if (hb_env("seg") || hb_env("seg128") || hb_env("seg256") || hb_env("noseg"))
+		return hb_env("seg") ? 64 : hb_env("seg128") ? 128 : hb_env("seg256") ? 256 : 0;
+	if (f->mheads < 2)
+		return 0;
+	for (int r = 0; r < p->nrows; r++) {
+		rows += p->row[r] < p->row[r + 1];
+		runs += p->row[r + 1] - p->row[r];
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			tiles += p->ent[e].t1 - p->ent[e].t0;
+	}
+	if (rows == 0 || runs <= SCATTER * rows)
+		return 0;
+	return tiles * group < 1024 * rows ? 128 : 256;
 }
 
 /* Long rows of a one-head mask whose every row is one run of q-tiles to
@@ -910,7 +935,7 @@ static int items(struct state *f, const struct plan *p)
 	if (rc < 0)
 		return KERN_ERR;
 	if (rc == 0)
-		rc = walk_items(p, &f->s, f->mheads, hb_seg(), &item, &f->nitems, &slotkt, &f->nslots);
+		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
 	else {
 		f->rev = hb_env("desc");
 		rc = KERN_OK;
