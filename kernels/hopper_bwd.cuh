@@ -837,7 +837,7 @@ static int hb_env(const char *w)
  * than SCATTER runs a k-tile's row).  128 tiles for walks of under 1024,
  * else 256 (H100, round 5, 32K-64K: block_sparse_uniform 64-blocks +14 to
  * +43 %, block_sparse_variable +44 %; on one-head masks stretches, or only
- * their order, lost up to 11 % (hash_sparse) or did nothing).
+ * their order, lost up to 20 % (hash_sparse) or did nothing).
  * LONGATTN_HOPPER_BWD=seg, seg128, seg256 or noseg forces 64, 128, 256 or 0
  * for A/B runs. */
 enum { SCATTER = 16 };
