@@ -16,15 +16,21 @@
  *   transfer   nops * latency + bytes / bandwidth, per scope (intra, inter
  *              node) and kind (p2p, all-to-all, all-gather); a collective
  *              that spans nodes moves all its bytes at the inter rate
- *              (NCCL's ring), an all-to-all the two parts side by side.
+ *              (NCCL's ring), an all-to-all the two parts side by side; an
+ *              all-gather's latency scales with its ring steps, g - 1 for
+ *              g ranks, from the probe's.
  *   memory     nmem * launch + bytes / copy bandwidth.
  *
  * A step of a rank starts when its previous step ended; a transfer starts
  * when its peers (p2p: the ranks it sends to and receives from; a
  * collective: its group) are all ready.  On a GPU kernel, x runs under the
- * attention and x2 under the steps up to join2; on the CPU every stream is
- * the calling thread, so all of it adds up.  The pass takes the slowest
- * rank's end.
+ * attention and x2 under the steps up to join2, and a call's latency is
+ * the host's time issuing it: it delays the device only when the device
+ * has caught up with the host (simulate).  On the CPU every stream is the
+ * calling thread, so all of it adds up, but x2, MPI's nonblocking
+ * exchange, moves while the rank works (simulate_cpu); ranks that share
+ * cores scale the attention (--cores).  The pass takes the slowest rank's
+ * end.
  *
  * --probe-links measures the links with the comm layer on the machine at
  * hand and writes the TSV that --links reads. */
@@ -477,7 +483,7 @@ struct sim {
 	const struct cp_sched *s;
 	const struct links *L;
 	const double *ta;            /* ms per attention piece */
-	int overlap, trace;
+	int trace;
 	int *x2k;                    /* ... the step of its x2 under way, -1 none */
 	double *x2s, *x2e;           /* ... its start (-1: peers not there yet) and end */
 	double *S, *E, *P2, *rdy, *gm, *st;
@@ -601,74 +607,50 @@ static double simulate(struct sim *z)
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
 			double a = z->S[r] = z->E[r];
 
-			if (z->overlap) {
-				/* is[r]: x2 first, done; x first, done; attention; xs first, done */
-				issue(z, &p->x2, &hc[r], &is[r][0], &is[r][1]);
-				issue(z, &p->x, &hc[r], &is[r][2], &is[r][3]);
-				is[r][4] = hc[r];
-				issue(z, &p->xs, &hc[r], &is[r][5], &is[r][6]);
-				if (p->attn >= 0 || p->mem > 0)
-					a = fmax(a, is[r][4]);
-			}
+			/* is[r]: x2 first, done; x first, done; attention; xs first, done */
+			issue(z, &p->x2, &hc[r], &is[r][0], &is[r][1]);
+			issue(z, &p->x, &hc[r], &is[r][2], &is[r][3]);
+			is[r][4] = hc[r];
+			issue(z, &p->xs, &hc[r], &is[r][5], &is[r][6]);
+			if (p->attn >= 0 || p->mem > 0)
+				a = fmax(a, is[r][4]);
 			s0[r] = a + (p->attn >= 0 ? z->ta[p->attn] : 0) +
 			        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6);
 		}
-		/* x: under the attention, or after it on one thread */
+		/* x: under the attention */
 		for (int r = 0; r < w; r++)
-			z->rdy[r] = z->overlap ? fmax(z->S[r], is[r][2]) : s0[r];
+			z->rdy[r] = fmax(z->S[r], is[r][2]);
 		rendezvous(z, k, 0);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			if (z->overlap)
-				xe[r] = p->x.how ? fmax(z->st[r] + xcost(z, &p->x) - xlat(z, &p->x), is[r][3]) :
-				        z->S[r];
-			else
-				xe[r] = p->x.how ? z->st[r] + xcost(z, &p->x) : z->rdy[r];
-			if (!z->overlap)
-				s0[r] = xe[r];
+			xe[r] = p->x.how ? fmax(z->st[r] + xcost(z, &p->x) - xlat(z, &p->x), is[r][3]) : z->S[r];
 		}
 		/* xs: after the stream 0 work */
 		for (int r = 0; r < w; r++)
-			z->rdy[r] = z->overlap && z->s->step[(size_t)r * s->nsteps + k].xs.how ?
-			            fmax(s0[r], is[r][5]) : s0[r];
+			z->rdy[r] = s->step[(size_t)r * s->nsteps + k].xs.how ? fmax(s0[r], is[r][5]) : s0[r];
 		rendezvous(z, k, 1);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			if (p->xs.how && z->overlap)
+			if (p->xs.how)
 				s0[r] = fmax(z->st[r] + xcost(z, &p->xs) - xlat(z, &p->xs), is[r][6]);
-			else if (p->xs.how)
-				s0[r] = z->st[r] + xcost(z, &p->xs);
 		}
 		/* x2: its own stream, in order */
-		for (int r = 0; r < w; r++) {
-			if (z->overlap)
-				z->rdy[r] = fmax(fmax(z->S[r], z->P2[r]), is[r][0]);
-			else
-				z->rdy[r] = s0[r];
-		}
+		for (int r = 0; r < w; r++)
+			z->rdy[r] = fmax(fmax(z->S[r], z->P2[r]), is[r][0]);
 		rendezvous(z, k, 2);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			if (p->x2.how) {
-				if (z->overlap)
-					z->P2[r] = fmax(z->st[r] + xcost(z, &p->x2) - xlat(z, &p->x2), is[r][1]);
-				else
-					z->P2[r] = z->st[r] + xcost(z, &p->x2);
-				if (!z->overlap)
-					s0[r] = z->P2[r];
-			}
+			if (p->x2.how)
+				z->P2[r] = fmax(z->st[r] + xcost(z, &p->x2) - xlat(z, &p->x2), is[r][1]);
 			z->E[r] = s0[r] > xe[r] ? s0[r] : xe[r];
 			if (p->join2 && z->P2[r] > z->E[r])
 				z->E[r] = z->P2[r];
 			if (z->trace)
 				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
-				        "mem %.4f x %.4f xs %.4f x2 %.4f end %.4f ms\n", r, k, z->S[r],
-				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
+				        "mem %.4f x %.4f xs %.4f x2 %.4f end %.4f ms, issued by %.4f\n", r, k,
+				        z->S[r], p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
 				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
-				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2), z->E[r]);
-			if (z->trace && z->overlap)
-				fprintf(stderr, "cpbench: trace rank %d step %d: host issued the step by %.4f ms\n",
-				        r, k, hc[r]);
+				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2), z->E[r], hc[r]);
 		}
 	}
 	for (int r = 0; r < w; r++)
@@ -996,7 +978,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 					snprintf(s.why, sizeof s.why, "no schedule for --predict");
 				if (status == CP_OK) {
 					double *ta = xcalloc(s.nattn + 1, sizeof *ta);
-					struct sim z = { .s = &s, .L = &L, .ta = ta, .overlap = kt->gpu,
+					struct sim z = { .s = &s, .L = &L, .ta = ta,
 					                 .trace = o->verbose > 2 };
 
 					for (int a = 0; a < s.nattn; a++) {
