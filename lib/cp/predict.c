@@ -483,7 +483,7 @@ struct sim {
 	const struct cp_sched *s;
 	const struct links *L;
 	const double *ta;            /* ms per attention piece */
-	int trace;
+	int trace, gpu;
 	int *x2k;                    /* ... the step of its x2 under way, -1 none */
 	double *x2s, *x2e;           /* ... its start (-1: peers not there yet) and end */
 	double *S, *E, *P2, *rdy, *gm, *st;
@@ -505,11 +505,17 @@ static int xranks(const struct sim *z, const struct cp_xfer *x)
 	return n;
 }
 
-/* A transfer's latency: its calls' (nops) share of xcost.  An all-gather
- * or reduce-scatter is a ring of g - 1 steps one after the other (NCCL's
- * and MPI's for large messages), so a probed latency of a call among
- * ranks ranks is one of (ranks - 1) steps; all-to-all and p2p send to
- * every peer at once. */
+/* Steps one after the other of an all-gather or reduce-scatter of g ranks:
+ * NCCL's ring g - 1; Open MPI's below 32 ranks recursive doubling,
+ * ceil(log2 g) (coll/tuned's fixed decision). */
+static double gsteps(const struct sim *z, int g)
+{
+	return z->gpu ? g - 1 : ceil(log2(g));
+}
+
+/* A transfer's latency: its calls' (nops) share of xcost.  A probed
+ * all-gather's among ranks ranks is gsteps(ranks) steps' (all-to-all and
+ * p2p send to every peer at once). */
 static double xlat(const struct sim *z, const struct cp_xfer *x)
 {
 	int op = x->how == CPX_P2P ? OP_P2P : x->how == CPX_A2A ? OP_A2A : OP_GATHER;
@@ -520,7 +526,7 @@ static double xlat(const struct sim *z, const struct cp_xfer *x)
 	if (x->how == CPX_NONE)
 		return 0;
 	if (op == OP_GATHER && l->ranks > 1)
-		f = (double)(xranks(z, x) - 1) / (l->ranks - 1);
+		f = gsteps(z, xranks(z, x)) / gsteps(z, l->ranks);
 	return x->nops * l->usec * 1e-3 * f;
 }
 
@@ -978,7 +984,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 					snprintf(s.why, sizeof s.why, "no schedule for --predict");
 				if (status == CP_OK) {
 					double *ta = xcalloc(s.nattn + 1, sizeof *ta);
-					struct sim z = { .s = &s, .L = &L, .ta = ta,
+					struct sim z = { .s = &s, .L = &L, .ta = ta, .gpu = kt->gpu,
 					                 .trace = o->verbose > 2 };
 
 					for (int a = 0; a < s.nattn; a++) {
