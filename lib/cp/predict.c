@@ -17,8 +17,8 @@
  *              node) and kind (p2p, all-to-all, all-gather); a collective
  *              that spans nodes moves all its bytes at the inter rate
  *              (NCCL's ring), an all-to-all the two parts side by side; an
- *              all-gather's latency scales with its ring steps, g - 1 for
- *              g ranks, from the probe's.
+ *              all-gather's latency scales with its steps (NCCL's ring
+ *              g - 1 for g ranks, Open MPI's log2 g) from the probe's.
  *   memory     nmem * launch + bytes / copy bandwidth.
  *
  * A step of a rank starts when its previous step ended; a transfer starts
@@ -484,8 +484,8 @@ struct sim {
 	const struct links *L;
 	const double *ta;            /* ms per attention piece */
 	int trace, gpu;
-	int *x2k;                    /* ... the step of its x2 under way, -1 none */
-	double *x2s, *x2e;           /* ... its start (-1: peers not there yet) and end */
+	int *x2k;                    /* simulate_cpu, a rank's x2 under way: its step, -1 none */
+	double *x2s, *x2e;           /* its start (-1: peers not there yet) and end */
 	double *S, *E, *P2, *rdy, *gm, *st;
 };
 
@@ -755,12 +755,12 @@ static void enter(struct sim *z, int *pos, int *st, double *rem, int r, double n
 		if (ph == PH_CMP) {
 			if (z->trace)
 				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
-				        "mem %.4f x %.4f xs %.4f x2 %.4f ms (a core each)\n", r, k, now,
+				        "mem %.4f x %.4f xs %.4f x2 %.4f ms\n", r, k, now,
 				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
 				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
 				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2));
-			rem[r] = ((p->attn >= 0 ? z->ta[p->attn] : 0) + p->nmem * L->copy.usec * 1e-3 +
-			          p->mem / (L->copy.gbps * 1e6));
+			rem[r] = (p->attn >= 0 ? z->ta[p->attn] : 0) + p->nmem * L->copy.usec * 1e-3 +
+			         p->mem / (L->copy.gbps * 1e6);
 			if (rem[r] > 0) {
 				st[r] = RS_CMP;
 				return;
