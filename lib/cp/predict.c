@@ -16,9 +16,9 @@
  *   transfer   nops * latency + bytes / bandwidth, per scope (intra, inter
  *              node) and kind (p2p, all-to-all, all-gather); a collective
  *              that spans nodes moves all its bytes at the inter rate
- *              (NCCL's ring), an all-to-all the two parts side by side; an
- *              all-gather's latency scales with its steps (NCCL's ring
- *              g - 1 for g ranks, Open MPI's log2 g) from the probe's.
+ *              (NCCL's ring), an all-to-all the two parts side by side; on
+ *              MPI an all-gather's latency scales with its log2 g rounds
+ *              from the probe's.
  *   memory     nmem * launch + bytes / copy bandwidth.
  *
  * A step of a rank starts when its previous step ended; a transfer starts
@@ -505,17 +505,13 @@ static int xranks(const struct sim *z, const struct cp_xfer *x)
 	return n;
 }
 
-/* Steps one after the other of an all-gather or reduce-scatter of g ranks:
- * NCCL's ring g - 1; Open MPI's below 32 ranks recursive doubling,
- * ceil(log2 g) (coll/tuned's fixed decision). */
-static double gsteps(const struct sim *z, int g)
-{
-	return z->gpu ? g - 1 : ceil(log2(g));
-}
-
-/* A transfer's latency: its calls' (nops) share of xcost.  A probed
- * all-gather's among ranks ranks is gsteps(ranks) steps' (all-to-all and
- * p2p send to every peer at once). */
+/* A transfer's latency: its calls' (nops) share of xcost.  On MPI an
+ * all-gather or reduce-scatter of g ranks is ceil(log2 g) messages one
+ * after the other (Open MPI's recursive doubling below 32 ranks,
+ * coll/tuned's fixed decision), so the probe's call among ranks ranks
+ * stands for log2 ranks of them; all-to-all and p2p send to every peer at
+ * once.  On a GPU the probed latency is the host's time in the call
+ * (simulate), which does not grow with NCCL's ring. */
 static double xlat(const struct sim *z, const struct cp_xfer *x)
 {
 	int op = x->how == CPX_P2P ? OP_P2P : x->how == CPX_A2A ? OP_A2A : OP_GATHER;
@@ -525,8 +521,8 @@ static double xlat(const struct sim *z, const struct cp_xfer *x)
 
 	if (x->how == CPX_NONE)
 		return 0;
-	if (op == OP_GATHER && l->ranks > 1)
-		f = gsteps(z, xranks(z, x)) / gsteps(z, l->ranks);
+	if (op == OP_GATHER && l->ranks > 1 && !z->gpu)
+		f = ceil(log2(xranks(z, x))) / ceil(log2(l->ranks));
 	return x->nops * l->usec * 1e-3 * f;
 }
 
