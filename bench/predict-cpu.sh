@@ -3,10 +3,17 @@
 # private two-node Slurm cluster (tests/slurm/cluster.sh, as root): 2 nodes
 # x 1 rank and 2 nodes x 2 ranks, one thread a rank (LONGATTN_THREADS=1;
 # MPI yields when idle, as ranks may share this host's cores).  Per
-# configuration: the links probed with cpbench --probe-links, kbench -k cpu
-# rows for the calibration, and every strategy measured on full, causal,
-# full_document, causal_document and sliding_window_causal (-w S/8) at S
-# tokens, fwd and bwd; then predicted, and compared.
+# configuration: the links probed with cpbench --probe-links and every
+# strategy measured on full, causal, full_document, causal_document and
+# sliding_window_causal (-w S/8) at S tokens, fwd and bwd; then predicted,
+# and compared.  The calibration is kbench -k cpu rows at one rank a core
+# (2x1: 2 ranks on this host's 2 cores), for both: 2x2 predicts with
+# --cores C,1, C the cores a node gets (the host's over its 2 nodes: a
+# node's ranks are one scheduling group, the groups share the cores
+# evenly, and waiting ranks spin; cpbench(1) --cores).  Round 2 calibrated
+# 2x2 with 4 kbench ranks at once: a row whose ranks happened not to
+# overlap kept a lucky time (causal 2048 bwd: 554 ms in one round, 916 in
+# round 2).
 #
 # This host's 2 vCPUs lose up to half their speed for seconds at a time
 # to other tenants (user time = wall time, no steal shown), and other
@@ -30,7 +37,7 @@
 #   ms_min (the least disturbed iteration).
 #   sh bench/predict-cpu.sh OUTDIR [S [ROUNDS [ITERS]]]   (after make; 2048, 3, 5)
 # ROUNDS 0: only the analysis, of the raw rounds already in OUTDIR/raw.
-# Writes OUTDIR/links-NxG.tsv, kbench-NxG.tsv, measured-NxG.tsv,
+# Writes OUTDIR/links-NxG.tsv, kbench-2x1.tsv, measured-NxG.tsv,
 # predicted-NxG.tsv, compare-NxG.tsv (bench/predict-compare.sh), predict-NxG.log
 # (the fits) and the raw rounds under OUTDIR/raw/.
 set -u
@@ -83,15 +90,17 @@ while [ $r -lt "$ROUNDS" ] && r=$((r + 1)); do
 		c=2x$per
 		sr() { timeout 1800 srun --mpi=pmix -N2 --ntasks-per-node=$per ./hi.sh "$@"; }
 		[ "$r" = 1 ] && { sr "$B/cpbench" --backend mpi --probe-links >"$O/links-$c.tsv" 2>>"$O/log" || exit 1; }
-		for m in $all; do
-			for p in fwd bwd; do
-				SYNC=sync/$c-$r-$m-$p
-				export SYNC
-				# shellcheck disable=SC2086
-				sr "$B/kbench" -k cpu $sh $it -p $p $m 2>>"$O/log" || exit 1
-			done
-		done >"$O/raw/kbench-$c-$r.tsv"
-		unset SYNC
+		if [ $per = 1 ]; then
+			for m in $all; do
+				for p in fwd bwd; do
+					SYNC=sync/$c-$r-$m-$p
+					export SYNC
+					# shellcheck disable=SC2086
+					sr "$B/kbench" -k cpu $sh $it -p $p $m 2>>"$O/log" || exit 1
+				done
+			done >"$O/raw/kbench-$c-$r.tsv"
+			unset SYNC
+		fi
 		for m in $masks; do
 			# shellcheck disable=SC2086
 			sr "$B/cpbench" --backend mpi $sh $it $m 2>>"$O/log"
@@ -128,12 +137,14 @@ least() {
 		}
 	}' "$@"
 }
+least "$O"/raw/kbench-2x1-*.tsv >"$O/kbench-2x1.tsv"
+node=$(awk -v n="$(nproc)" 'BEGIN { print n / 2 }')
 for c in 2x1 2x2; do
-	least "$O"/raw/kbench-$c-*.tsv >"$O/kbench-$c.tsv"
 	least "$O"/raw/measured-$c-*.tsv >"$O/measured-$c.tsv"
 	# shellcheck disable=SC2086
-	"$B/cpbench" --predict $c --calibrate "$O/kbench-$c.tsv" --calibrate-col "$STAT" \
-	    --links "$O/links-$c.tsv" $sh -v ./*-$S.amask ./*-$((S / 2)).amask ./*-$((S / 4)).amask \
+	"$B/cpbench" --predict $c --calibrate "$O/kbench-2x1.tsv" --calibrate-col "$STAT" \
+	    --cores "$node,1" --links "$O/links-$c.tsv" $sh -v \
+	    ./*-$S.amask ./*-$((S / 2)).amask ./*-$((S / 4)).amask \
 	    >"$O/predicted-$c.tsv" 2>"$O/predict-$c.log"
 	sh "$TOP/bench/predict-compare.sh" -c "$STAT" "$O/measured-$c.tsv" "$O/predicted-$c.tsv" >"$O/compare-$c.tsv"
 done

@@ -30,7 +30,8 @@ static void usage(void)
 	    "               [--backend nccl|mpi] [-k KERNEL] [-w WARMUP] [-n ITERS]\n"
 	    "               [--seed SEED] [--check] [-v] MASKFILE\n"
 	    "       cpbench --predict NODESxGPUS --calibrate KBENCH.TSV [--links FILE]\n"
-	    "               [--link-intra GBPS,USEC] [--link-inter GBPS,USEC] [options] MASKFILE...\n"
+	    "               [--link-intra GBPS,USEC] [--link-inter GBPS,USEC]\n"
+	    "               [--cores CORES[,RANKS]] [options] MASKFILE...\n"
 	    "       cpbench --probe-links [--backend nccl|mpi] [--node-size G]\n"
 	    "       cpbench -l\n"
 	    "  -s, --strategy LIST   strategies (default: all; -l lists them)\n"
@@ -55,6 +56,7 @@ static void usage(void)
 	    "      --links FILE      links as --probe-links measured them (--predict)\n"
 	    "      --link-intra B,L  GB/s and microseconds inside a node (default 300,10)\n"
 	    "      --link-inter B,L  ... between nodes (default 50,10: 400 Gb/s)\n"
+	    "      --cores C[,R]     cpu kernel: a node's ranks share C cores (calibrated at R)\n"
 	    "      --probe-links     measure the links between the ranks; TSV for --links\n"
 	    "  -l, --list            list the strategies\n"
 	    "  -h, --help            this help\n"
@@ -231,6 +233,7 @@ int main(int argc, char *argv[])
 		{ "links", required_argument, NULL, 'L' },
 		{ "link-intra", required_argument, NULL, 'I' },
 		{ "link-inter", required_argument, NULL, 'E' },
+		{ "cores", required_argument, NULL, 'Q' },
 		{ "probe-links", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -306,6 +309,7 @@ int main(int argc, char *argv[])
 		case 'L': po.links = optarg; break;
 		case 'I': po.intra = optarg; break;
 		case 'E': po.inter = optarg; break;
+		case 'Q': po.cores = optarg; break;
 		case 'X': probe = 1; break;
 		case 'h':
 			usage();
@@ -325,9 +329,9 @@ int main(int argc, char *argv[])
 	}
 	if (probe && (argc != 0 || po.cluster))
 		errx(EXIT_BADINPUT, "--probe-links: takes no mask file and no --predict");
-	if (!po.cluster && (po.calibrate || po.calcol || po.links || po.intra || po.inter))
-		errx(EXIT_BADINPUT, "--calibrate, --calibrate-col, --links, --link-intra, --link-inter: "
-		     "only with --predict");
+	if (!po.cluster && (po.calibrate || po.calcol || po.links || po.intra || po.inter || po.cores))
+		errx(EXIT_BADINPUT, "--calibrate, --calibrate-col, --links, --link-intra, --link-inter, "
+		     "--cores: only with --predict");
 	if (!probe && (po.cluster ? argc < 1 : argc != 1)) {
 		usage();
 		exit(EXIT_BADINPUT);

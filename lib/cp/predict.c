@@ -16,15 +16,21 @@
  *   transfer   nops * latency + bytes / bandwidth, per scope (intra, inter
  *              node) and kind (p2p, all-to-all, all-gather); a collective
  *              that spans nodes moves all its bytes at the inter rate
- *              (NCCL's ring), an all-to-all the two parts side by side.
+ *              (NCCL's ring), an all-to-all the two parts side by side; on
+ *              MPI an all-gather's latency scales with its log2 g rounds
+ *              from the probe's.
  *   memory     nmem * launch + bytes / copy bandwidth.
  *
  * A step of a rank starts when its previous step ended; a transfer starts
  * when its peers (p2p: the ranks it sends to and receives from; a
  * collective: its group) are all ready.  On a GPU kernel, x runs under the
- * attention and x2 under the steps up to join2; on the CPU every stream is
- * the calling thread, so all of it adds up.  The pass takes the slowest
- * rank's end.
+ * attention and x2 under the steps up to join2, and a call's latency is
+ * the host's time issuing it: it delays the device only when the device
+ * has caught up with the host (simulate).  On the CPU every stream is the
+ * calling thread, so all of it adds up, but x2, MPI's nonblocking
+ * exchange, moves while the rank works (simulate_cpu); ranks that share
+ * cores scale the attention (--cores).  The pass takes the slowest rank's
+ * end.
  *
  * --probe-links measures the links with the comm layer on the machine at
  * hand and writes the TSV that --links reads. */
@@ -404,6 +410,7 @@ static const char *const opname[NOP] = { "p2p", "a2a", "gather" };
 
 struct link {
 	double gbps, usec;           /* GB/s (1e9 bytes), microseconds */
+	int ranks;                   /* of the probe's call; 0: not known */
 };
 
 struct links {
@@ -415,6 +422,7 @@ static void link_arg(const char *s, const char *what, struct link *l)
 {
 	char *e;
 
+	l->ranks = 0;
 	l->gbps = strtod(s, &e);
 	if (e == s || *e != ',' || !(l->gbps > 0))
 		errx(EXIT_BADINPUT, "%s: '%s' is not GBPS,USEC", what, s);
@@ -449,6 +457,9 @@ static void links_read(const char *path, struct links *L)
 		l.usec = strtod(f[3], &e2);
 		if (*e1 || *e2 || !(l.gbps > 0) || !(l.usec >= 0))
 			errx(EXIT_BADINPUT, "--links: %s: line %ld: bad numbers '%s' '%s'", path, ln, f[2], f[3]);
+		l.ranks = 0;
+		if (n >= 5 && ((l.ranks = (int)strtol(f[4], &e1, 10)) < 1 || *e1))
+			errx(EXIT_BADINPUT, "--links: %s: line %ld: bad ranks '%s'", path, ln, f[4]);
 		if (strcmp(f[0], "local") == 0 && strcmp(f[1], "copy") == 0) {
 			L->copy = l;
 			continue;
@@ -472,9 +483,48 @@ struct sim {
 	const struct cp_sched *s;
 	const struct links *L;
 	const double *ta;            /* ms per attention piece */
-	int overlap, trace;
+	int trace, gpu;
+	int *x2k;                    /* simulate_cpu, a rank's x2 under way: its step, -1 none */
+	double *x2s, *x2e;           /* its start (-1: peers not there yet) and end */
 	double *S, *E, *P2, *rdy, *gm, *st;
 };
+
+/* The ranks of x's call: x is one of the schedule's steps' transfers;
+ * the ranks whose same transfer of that step has its group. */
+static int xranks(const struct sim *z, const struct cp_xfer *x)
+{
+	const struct cp_sched *s = z->s;
+	size_t i = (size_t)((const char *)x - (const char *)s->step) / sizeof *s->step;
+	size_t off = (size_t)((const char *)x - (const char *)&s->step[i]);
+	int k = (int)(i % s->nsteps), n = 0;
+
+	for (int g = 0; g < s->world; g++) {
+		const struct cp_xfer *y = (const void *)((const char *)&s->step[(size_t)g * s->nsteps + k] + off);
+		n += y->how == x->how && y->group == x->group;
+	}
+	return n;
+}
+
+/* A transfer's latency: its calls' (nops) share of xcost.  On MPI an
+ * all-gather or reduce-scatter of g ranks is ceil(log2 g) messages one
+ * after the other (Open MPI's recursive doubling below 32 ranks,
+ * coll/tuned's fixed decision), so the probe's call among ranks ranks
+ * stands for log2 ranks of them; all-to-all and p2p send to every peer at
+ * once.  On a GPU the probed latency is the host's time in the call
+ * (simulate), which does not grow with NCCL's ring. */
+static double xlat(const struct sim *z, const struct cp_xfer *x)
+{
+	int op = x->how == CPX_P2P ? OP_P2P : x->how == CPX_A2A ? OP_A2A : OP_GATHER;
+	int sc = x->bytes[CPX_INTER] > 0 ? CPX_INTER : CPX_INTRA;
+	const struct link *l = &z->L->l[sc][op];
+	double f = 1;
+
+	if (x->how == CPX_NONE)
+		return 0;
+	if (op == OP_GATHER && l->ranks > 1 && !z->gpu)
+		f = ceil(log2(xranks(z, x))) / ceil(log2(l->ranks));
+	return x->nops * l->usec * 1e-3 * f;
+}
 
 static double xcost(const struct sim *z, const struct cp_xfer *x)
 {
@@ -485,7 +535,7 @@ static double xcost(const struct sim *z, const struct cp_xfer *x)
 
 	if (x->how == CPX_NONE)
 		return 0;
-	t = x->nops * L->l[sc][op].usec * 1e-3;
+	t = xlat(z, x);
 	ti = x->bytes[CPX_INTRA] / (L->l[CPX_INTRA][op].gbps * 1e6);
 	te = x->bytes[CPX_INTER] / (L->l[CPX_INTER][op].gbps * 1e6);
 	if (op == OP_GATHER && sc == CPX_INTER)
@@ -526,65 +576,83 @@ static void rendezvous(struct sim *z, int k, int slot)
 }
 
 /* The pass: ms of the slowest rank. */
+/* On a GPU the host issues a rank's calls in program order (per step: x2,
+ * x, the attention, xs) and the device runs them when the host has issued
+ * them and their stream is free.  A transfer's latency is the host's time
+ * in its calls (--probe-links times calls back to back: the launch, not
+ * the wire, for small messages), so it stalls the stream only when the
+ * device has caught up with the host; the bandwidth part runs on the
+ * device.  Returns, for transfer x, the time its first call is issued
+ * (*first) and the time its last one is (*done), from host clock *h. */
+static void issue(const struct sim *z, const struct cp_xfer *x, double *h, double *first,
+                  double *done)
+{
+	double l = xlat(z, x);
+
+	*first = *h + (x->nops > 0 ? l / x->nops : 0);
+	*h += l;
+	*done = *h;
+}
+
 static double simulate(struct sim *z)
 {
 	const struct cp_sched *s = z->s;
 	const struct links *L = z->L;
 	int w = s->world;
 	double *xe = xcalloc(w, sizeof *xe), *s0 = xcalloc(w, sizeof *s0), end = 0;
+	double *hc = xcalloc(w, sizeof *hc), (*is)[7] = xcalloc(w, sizeof *is);
 
 	for (int r = 0; r < w; r++)
 		z->E[r] = z->P2[r] = 0;
 	for (int k = 0; k < s->nsteps; k++) {
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			z->S[r] = z->E[r];
-			s0[r] = z->S[r] + (p->attn >= 0 ? z->ta[p->attn] : 0) +
+			double a = z->S[r] = z->E[r];
+
+			/* is[r]: x2 first, done; x first, done; attention; xs first, done */
+			issue(z, &p->x2, &hc[r], &is[r][0], &is[r][1]);
+			issue(z, &p->x, &hc[r], &is[r][2], &is[r][3]);
+			is[r][4] = hc[r];
+			issue(z, &p->xs, &hc[r], &is[r][5], &is[r][6]);
+			if (p->attn >= 0 || p->mem > 0)
+				a = fmax(a, is[r][4]);
+			s0[r] = a + (p->attn >= 0 ? z->ta[p->attn] : 0) +
 			        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6);
 		}
-		/* x: under the attention, or after it on one thread */
+		/* x: under the attention */
 		for (int r = 0; r < w; r++)
-			z->rdy[r] = z->overlap ? z->S[r] : s0[r];
+			z->rdy[r] = fmax(z->S[r], is[r][2]);
 		rendezvous(z, k, 0);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			xe[r] = p->x.how ? z->st[r] + xcost(z, &p->x) : z->rdy[r];
-			if (!z->overlap)
-				s0[r] = xe[r];
+			xe[r] = p->x.how ? fmax(z->st[r] + xcost(z, &p->x) - xlat(z, &p->x), is[r][3]) : z->S[r];
 		}
 		/* xs: after the stream 0 work */
 		for (int r = 0; r < w; r++)
-			z->rdy[r] = s0[r];
+			z->rdy[r] = s->step[(size_t)r * s->nsteps + k].xs.how ? fmax(s0[r], is[r][5]) : s0[r];
 		rendezvous(z, k, 1);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
 			if (p->xs.how)
-				s0[r] = z->st[r] + xcost(z, &p->xs);
+				s0[r] = fmax(z->st[r] + xcost(z, &p->xs) - xlat(z, &p->xs), is[r][6]);
 		}
 		/* x2: its own stream, in order */
-		for (int r = 0; r < w; r++) {
-			if (z->overlap)
-				z->rdy[r] = z->S[r] > z->P2[r] ? z->S[r] : z->P2[r];
-			else
-				z->rdy[r] = s0[r];
-		}
+		for (int r = 0; r < w; r++)
+			z->rdy[r] = fmax(fmax(z->S[r], z->P2[r]), is[r][0]);
 		rendezvous(z, k, 2);
 		for (int r = 0; r < w; r++) {
 			const struct cp_step *p = &s->step[(size_t)r * s->nsteps + k];
-			if (p->x2.how) {
-				z->P2[r] = z->st[r] + xcost(z, &p->x2);
-				if (!z->overlap)
-					s0[r] = z->P2[r];
-			}
+			if (p->x2.how)
+				z->P2[r] = fmax(z->st[r] + xcost(z, &p->x2) - xlat(z, &p->x2), is[r][1]);
 			z->E[r] = s0[r] > xe[r] ? s0[r] : xe[r];
 			if (p->join2 && z->P2[r] > z->E[r])
 				z->E[r] = z->P2[r];
 			if (z->trace)
 				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
-				        "mem %.4f x %.4f xs %.4f x2 %.4f end %.4f ms\n", r, k, z->S[r],
-				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
+				        "mem %.4f x %.4f xs %.4f x2 %.4f end %.4f ms, issued by %.4f\n", r, k,
+				        z->S[r], p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
 				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
-				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2), z->E[r]);
+				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2), z->E[r], hc[r]);
 		}
 	}
 	for (int r = 0; r < w; r++)
@@ -592,6 +660,193 @@ static double simulate(struct sim *z)
 			end = z->E[r];
 	free(xe);
 	free(s0);
+	free(hc);
+	free(is);
+	return end;
+}
+
+/* The schedule on the CPU backend: every thing a rank does (attention,
+ * memory traffic, transfers) runs on its one thread, in that order, except
+ * x2: MPI_Isend/Irecv, progressed by the MPI calls in between once both
+ * sides posted it, and waited for at join2.  Events in time order: a phase
+ * ends, a rank reaches a transfer whose peers (p2p: to and from;
+ * collectives: the group) all reached it, or an x2 whose peers posted
+ * theirs starts.
+ *
+ * Ranks that share cores (--cores) each get cores/ranks of a core whether
+ * they compute or wait: MPI's waits spin (yield_when_idle), and a yield
+ * gives way only within the yielder's scheduling group (measured: a
+ * spinner of another autogroup halves a worker's speed on a core, one of
+ * the same group costs it nothing), while the kernel spreads each group's
+ * ranks (a node's, one launcher step) over the cores, next to the other
+ * groups' ranks.  So the attention time is the calibration's scaled by the
+ * ranks a core here over the ranks a core there (z->ta, pred_main). */
+enum { PH_CMP, PH_X, PH_XS, PH_X2, NPH };
+enum { RS_CMP, RS_WAIT, RS_XFER, RS_J2, RS_DONE };
+
+static const struct cp_xfer *slotx(const struct cp_step *p, int ph)
+{
+	return ph == PH_X ? &p->x : ph == PH_XS ? &p->xs : &p->x2;
+}
+
+static int ready(const struct sim *z, const int *pos, int r)
+{
+	const struct cp_sched *s = z->s;
+	int k = pos[r] / NPH, ph = pos[r] % NPH;
+	const struct cp_xfer *x = slotx(&s->step[(size_t)r * s->nsteps + k], ph);
+
+	if (x->how == CPX_P2P)
+		return pos[x->to] >= pos[r] && pos[x->from] >= pos[r];
+	for (int g = 0; g < s->world; g++) {
+		const struct cp_xfer *y = slotx(&s->step[(size_t)g * s->nsteps + k], ph);
+		if (y->how != CPX_NONE && y->how != CPX_P2P && y->group == x->group && pos[g] < pos[r])
+			return 0;
+	}
+	return 1;
+}
+
+/* Rank r's x2 of step k can move: its peers posted theirs. */
+static int x2ready(const struct sim *z, const int *pos, int r, int k)
+{
+	const struct cp_sched *s = z->s;
+	const struct cp_xfer *x = &s->step[(size_t)r * s->nsteps + k].x2;
+
+	if (x->how == CPX_P2P)
+		return pos[x->to] >= k * NPH && pos[x->from] >= k * NPH;
+	for (int g = 0; g < s->world; g++) {
+		const struct cp_xfer *y = &s->step[(size_t)g * s->nsteps + k].x2;
+		if (y->how != CPX_NONE && y->how != CPX_P2P && y->group == x->group && pos[g] < k * NPH)
+			return 0;
+	}
+	return 1;
+}
+
+/* Rank r enters position pos[r] at time now: skips what is empty. */
+static void enter(struct sim *z, int *pos, int *st, double *rem, int r, double now)
+{
+	const struct cp_sched *s = z->s;
+	const struct links *L = z->L;
+
+	for (;; pos[r]++) {
+		int k = pos[r] / NPH, ph = pos[r] % NPH;
+		const struct cp_step *p;
+
+		if (k == s->nsteps) {
+			st[r] = RS_DONE;
+			z->E[r] = now;
+			return;
+		}
+		p = &s->step[(size_t)r * s->nsteps + k];
+		if (ph == PH_CMP && p->x2.how != CPX_NONE) {
+			z->x2k[r] = k;
+			z->x2s[r] = -1;
+		}
+		if (ph == PH_X2) {
+			if (p->join2 && z->x2k[r] >= 0) {
+				st[r] = RS_J2;
+				return;
+			}
+			continue;
+		}
+		if (ph == PH_CMP) {
+			if (z->trace)
+				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
+				        "mem %.4f x %.4f xs %.4f x2 %.4f ms\n", r, k, now,
+				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
+				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
+				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2));
+			rem[r] = (p->attn >= 0 ? z->ta[p->attn] : 0) + p->nmem * L->copy.usec * 1e-3 +
+			         p->mem / (L->copy.gbps * 1e6);
+			if (rem[r] > 0) {
+				st[r] = RS_CMP;
+				return;
+			}
+		} else if (slotx(p, ph)->how != CPX_NONE) {
+			st[r] = RS_WAIT;
+			return;
+		}
+	}
+}
+
+/* The pass: ms of the slowest rank, or -1 if the schedule deadlocks. */
+static double simulate_cpu(struct sim *z)
+{
+	const struct cp_sched *s = z->s;
+	int w = s->world, *pos = xcalloc(w, sizeof *pos), *st = xcalloc(w, sizeof *st);
+	double *rem = xcalloc(w, sizeof *rem), *tend = xcalloc(w, sizeof *tend), now = 0, end = 0;
+
+	z->x2k = xmalloc(w * sizeof *z->x2k);
+	z->x2s = xcalloc(w, sizeof *z->x2s);
+	z->x2e = xcalloc(w, sizeof *z->x2e);
+	for (int r = 0; r < w; r++)
+		z->x2k[r] = -1;
+	for (int r = 0; r < w; r++)
+		enter(z, pos, st, rem, r, 0);
+	for (;;) {
+		int moved = 1, left = 0;
+		double dt = HUGE_VAL;
+
+		/* what ends now, and the transfers whose peers are all there */
+		while (moved) {
+			moved = 0;
+			for (int r = 0; r < w; r++) {
+				if ((st[r] == RS_CMP && rem[r] <= 0) || (st[r] == RS_XFER && tend[r] <= now + 1e-9)) {
+					pos[r]++;
+					enter(z, pos, st, rem, r, now);
+					moved = 1;
+				} else if (st[r] == RS_J2 && z->x2k[r] < 0) {
+					pos[r]++;
+					enter(z, pos, st, rem, r, now);
+					moved = 1;
+				} else if (st[r] == RS_WAIT && ready(z, pos, r)) {
+					const struct cp_step *p = &s->step[(size_t)r * s->nsteps + pos[r] / NPH];
+					tend[r] = now + xcost(z, slotx(p, pos[r] % NPH));
+					st[r] = RS_XFER;
+					moved = 1;
+				}
+				/* x2: MPI progresses it in the background once posted
+				 * on both sides; the rank waits for it at join2 */
+				if (z->x2k[r] >= 0 && z->x2s[r] < 0 && x2ready(z, pos, r, z->x2k[r])) {
+					z->x2s[r] = now;
+					z->x2e[r] = now + xcost(z, &s->step[(size_t)r * s->nsteps + z->x2k[r]].x2);
+					moved = 1;
+				}
+				if (z->x2k[r] >= 0 && z->x2s[r] >= 0 && z->x2e[r] <= now + 1e-9) {
+					z->x2k[r] = -1;
+					moved = 1;
+				}
+			}
+		}
+		for (int r = 0; r < w; r++)
+			left += st[r] != RS_DONE;
+		if (!left)
+			break;
+		for (int r = 0; r < w; r++) {
+			double t = st[r] == RS_XFER ? tend[r] - now : st[r] == RS_CMP ? rem[r] : HUGE_VAL;
+			if (t < dt)
+				dt = t;
+			if (z->x2k[r] >= 0 && z->x2s[r] >= 0 && z->x2e[r] - now < dt)
+				dt = z->x2e[r] - now;
+		}
+		if (dt == HUGE_VAL) {
+			end = -1;
+			break;
+		}
+		for (int r = 0; r < w; r++)
+			if (st[r] == RS_CMP)
+				rem[r] = rem[r] <= dt ? 0 : rem[r] - dt;
+		now += dt;
+	}
+	for (int r = 0; r < w && end >= 0; r++)
+		if (z->E[r] > end)
+			end = z->E[r];
+	free(pos);
+	free(st);
+	free(z->x2k);
+	free(z->x2s);
+	free(z->x2e);
+	free(rem);
+	free(tend);
 	return end;
 }
 
@@ -607,6 +862,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 	struct fit fit[2];
 	struct links L;
 	int nodes, gpus, world, rc = 0, need[2] = { 0, 0 };
+	double slow = 1;
 	char emsg[512], dev[256], *e;
 
 	nodes = (int)strtol(o->cluster, &e, 10);
@@ -654,10 +910,10 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 	/* links: defaults (NVLink inside a node, 400 Gb/s per GPU between
 	 * nodes, HBM copies), then the probe's file, then the flags */
 	for (int op = 0; op < NOP; op++) {
-		L.l[CPX_INTRA][op] = (struct link){ 300, 10 };
-		L.l[CPX_INTER][op] = (struct link){ 50, 10 };
+		L.l[CPX_INTRA][op] = (struct link){ 300, 10, 0 };
+		L.l[CPX_INTER][op] = (struct link){ 50, 10, 0 };
 	}
-	L.copy = (struct link){ 3000, 5 };
+	L.copy = (struct link){ 3000, 5, 0 };
 	if (o->links)
 		links_read(o->links, &L);
 	if (o->intra) {
@@ -673,6 +929,21 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 			L.l[CPX_INTER][op] = l;
 	}
 
+	/* ranks that share cores: the attention takes the calibration's time
+	 * times the ranks a core here over the ranks a core there */
+	if (o->cores) {
+		double c = strtod(o->cores, &e);
+		int calr = gpus;
+
+		if (*e == ',' && ((calr = (int)strtol(e + 1, &e, 10)) < 1 || calr > 1 << 20))
+			e = (char *)"?";
+		if (e == o->cores || *e || !(c >= 0.01) || c > 1 << 20)
+			errx(EXIT_BADINPUT, "--cores: '%s' is not CORES[,RANKS]", o->cores);
+		if (kt->gpu)
+			errx(EXIT_BADINPUT, "--cores: kernel %s runs on GPUs; cores are for the cpu kernel",
+			     kern);
+		slow = fmax(1, gpus / c) / fmax(1, calr / c);
+	}
 	for (int i = 0; i < nmask; i++) {
 		if (mask_read(paths[i], &ms[i], emsg, sizeof emsg) == -1)
 			errx(EXIT_BADINPUT, "%s", emsg);
@@ -709,7 +980,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 					snprintf(s.why, sizeof s.why, "no schedule for --predict");
 				if (status == CP_OK) {
 					double *ta = xcalloc(s.nattn + 1, sizeof *ta);
-					struct sim z = { .s = &s, .L = &L, .ta = ta, .overlap = kt->gpu,
+					struct sim z = { .s = &s, .L = &L, .ta = ta, .gpu = kt->gpu,
 					                 .trace = o->verbose > 2 };
 
 					for (int a = 0; a < s.nattn; a++) {
@@ -724,7 +995,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 						}
 						features(&w, s.attn[a].m.heads, job.shape.batch, s.attn[a].hq,
 						         job.shape.hd, x);
-						ta[a] = model(&fit[bwd], x);
+						ta[a] = model(&fit[bwd], x) * slow;
 					}
 					if (status == CP_OK) {
 						z.S = xcalloc(world, sizeof *z.S);
@@ -733,7 +1004,12 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 						z.rdy = xcalloc(world, sizeof *z.rdy);
 						z.gm = xcalloc(world, sizeof *z.gm);
 						z.st = xcalloc(world, sizeof *z.st);
-						ms_pred = simulate(&z);
+						ms_pred = kt->gpu ? simulate(&z) : simulate_cpu(&z);
+						if (ms_pred < 0) {
+							status = CP_ERROR;
+							ms_pred = 0;
+							snprintf(s.why, sizeof s.why, "the schedule deadlocks");
+						}
 						free(z.S); free(z.E); free(z.P2); free(z.rdy); free(z.gm); free(z.st);
 					}
 					free(ta);

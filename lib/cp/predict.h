@@ -11,6 +11,7 @@ struct pred_opts {
 	const char *calcol;          /* the column fitted; NULL: ms_median */
 	const char *links;           /* cpbench --probe-links output */
 	const char *intra, *inter;   /* "GBPS,USEC" for every op of that scope */
+	const char *cores;           /* "CORES[,RANKS]" (--cores): cpu ranks sharing cores */
 	const char *kernel;          /* -k; NULL: the calibration rows' one kernel */
 	const struct cp_ops *const *strat;
 	int nstrat;

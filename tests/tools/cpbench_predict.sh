@@ -75,6 +75,56 @@ check predict-compare-min test "$(awk -F'\t' 'NR > 1 && $10 == "+0.0"' "$T/cmp.t
 sh "$TOP/bench/predict-compare.sh" -c ms_max "$T/meas.tsv" "$T/p.tsv" >/dev/null 2>&1
 check predict-compare-badcol test $? -eq 2
 
+# --cores: ranks that share cores, against a calibration of one rank a
+# core; the same ranks a core as the calibration changes nothing
+one() { # ARGS...: ms of the one row predicted (calibration $cal, else kb.tsv)
+	# shellcheck disable=SC2086
+	cpbench --predict "$@" --calibrate "${cal:-$T/kb.tsv}" $sh "$T/full.amask" 2>/dev/null |
+	    awk -F'\t' 'NR == 2 { print $18 }'
+}
+fast="--link-intra 1e6,0 --link-inter 1e6,0"
+# shellcheck disable=SC2086
+a=$(one 2x2 $fast -s ulysses -p bwd) b=$(one 2x2 $fast -s ulysses -p bwd --cores 1) c=$(one 2x2 $fast -s ulysses -p bwd --cores 1,1)
+check cpbench-predict-cores-same test "$a" = "$b"
+check cpbench-predict-cores-twice awk "BEGIN { exit !($c > 1.9 * $a && $c <= 2 * $a) }"
+# shellcheck disable=SC2086
+d=$(one 2x2 $fast -s ulysses -p bwd --cores 4,1)
+check cpbench-predict-cores-enough test "$d" = "$a"
+# the CPU's x2 (loongtrain's outer ring, across nodes): MPI moves it while
+# the rank computes, so a slower link between nodes costs less than its
+# latency in full (it was added to the step)
+a=$(one 2x2 -s loongtrain -p fwd --link-intra 1e6,0 --link-inter 1e6,0)
+b=$(one 2x2 -s loongtrain -p fwd --link-intra 1e6,0 --link-inter 1e6,200)
+check cpbench-predict-x2-background awk "BEGIN { exit !($b >= $a && $b - $a < 0.1) }"
+awk -F'\t' -v OFS='\t' '$1 == "kbench" { $2 = "hopper" } 1' "$T/kb.tsv" >"$T/kbh.tsv"
+# on MPI an all-gather's latency scales with its rounds from the probe's
+# ranks, log2 g (4 calls of 1 ms here); on a GPU it is the host's time in
+# the call, as probed
+printf 'scope\top\tgbps\tusec\tranks\nintra\tgather\t1000\t1000\t%s\ninter\tgather\t1000\t1000\t2\n' 2 >"$T/g2.tsv"
+printf 'scope\top\tgbps\tusec\tranks\nintra\tgather\t1000\t1000\t%s\ninter\tgather\t1000\t1000\t2\n' 4 >"$T/g4.tsv"
+a=$(one 1x4 -s ring_allgather -p fwd --links "$T/g2.tsv") b=$(one 1x4 -s ring_allgather -p fwd --links "$T/g4.tsv")
+c=$(one 1x4 -s ring_allgather -p fwd --link-intra 1000,1000)
+check cpbench-predict-gather-steps awk "BEGIN { exit !($a > $b + 3.9 && $a < $b + 4.1 && $b == $c) }"
+cal=$T/kbh.tsv
+a=$(one 1x4 -s ring_allgather -p fwd --links "$T/g2.tsv") b=$(one 1x4 -s ring_allgather -p fwd --links "$T/g4.tsv")
+cal=
+check cpbench-predict-gather-gpu test "$a" = "$b"
+# on a GPU a call's latency is the host's: it hides behind queued work.
+# Ulysses forward makes 5 calls: Q, K, V before the attention (exposed,
+# less the pack kernel under them; 1.0 ms if all were charged),
+# O and LSE issued while it runs
+gpu() { # USEC: ms of ulysses fwd 1x2 on "hopper"
+	# shellcheck disable=SC2086
+	cpbench --predict 1x2 --calibrate "$T/kbh.tsv" --link-intra "1e6,$1" $sh -s ulysses -p fwd \
+	    "$T/full.amask" 2>/dev/null | awk -F'\t' 'NR == 2 { print $18 }'
+}
+a=$(gpu 0) b=$(gpu 200)
+check cpbench-predict-host-issue awk "BEGIN { exit !($b - $a > 0.5 && $b - $a < 0.6001) }"
+bad cpbench-predict-cores-gpu "" cpbench --predict 2x2 --calibrate "$T/kbh.tsv" --cores 2 "$T/full.amask"
+bad cpbench-predict-cores-bad "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --cores 0 "$T/full.amask"
+bad cpbench-predict-cores-ranks "" cpbench --predict 2x2 --calibrate "$T/kb.tsv" --cores 1,0 "$T/full.amask"
+bad cpbench-cores-alone "" cpbench --cores 2 "$T/full.amask"
+
 bad cpbench-predict-cluster "" cpbench --predict 2y2 --calibrate "$T/kb.tsv" "$T/full.amask"
 bad cpbench-predict-nocal "" cpbench --predict 2x2 "$T/full.amask"
 bad cpbench-predict-calfile "" cpbench --predict 2x2 --calibrate "$T/nosuch.tsv" "$T/full.amask"
