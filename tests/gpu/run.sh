@@ -17,7 +17,8 @@
 #             on hopper (64:8, hd 128, bf16)
 #   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
 #             hash_sparse) at 4K-48K, short documents (pile, prolong64k,
-#             --long, and documents under one tile) at 32K, and the
+#             --long, documents under one tile, 1K documents on and off
+#             tile edges) at 32K, and the
 #             paper's block-sparse settings (64x64 blocks, sparsity
 #             0.5-0.9) at 32K-128K beside full (64:8, hd 128, bf16)
 #   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
@@ -220,11 +221,15 @@ sec_masks() {
 	done
 	vsrows -k hopper,cudnn -p fwd,bwd -w 3 -n 10 "$M"/mk-*.amask
 	summarize "$VS" >>"$OUT/summary.txt" 2>>"$OUT/bench.log"
-	# documents under one tile: 48-127 tokens, a fixed draw
+	# documents under one tile: 48-127 tokens, a fixed draw; and 1024-token
+	# documents on tile edges, then shifted by 64 tokens (what partial
+	# tiles at document edges cost)
 	awk 'BEGIN { srand(7); print "len"; for (t = 0; t < 32768; t += l) {
 	    l = 48 + int(rand() * 80); if (t + l > 32768) l = 32768 - t; print l } }' >"$M/short.len"
+	awk 'BEGIN { print "len"; for (i = 0; i < 32; i++) print 1024 }' >"$M/aligned.len"
+	awk 'BEGIN { print "len"; print 960; for (i = 0; i < 31; i++) print 1024; print 64 }' >"$M/shifted.len"
 	VS=$OUT/docs.tsv
-	for d in "-d pile" "-d prolong64k" --long "-L $M/short.len"; do
+	for d in "-d pile" "-d prolong64k" --long "-L $M/short.len" "-L $M/aligned.len" "-L $M/shifted.len"; do
 		for p in full_document causal_document; do
 			# shellcheck disable=SC2086
 			maskgen -p $p -n 32768 -s 3 $d -o "$M/sd.amask" || { fail "maskgen $p $d"; return; }
