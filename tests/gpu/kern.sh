@@ -116,6 +116,10 @@ check)
 	# causal rows of 128 q-tiles: hopper's bwd runs a CTA per (k-tile, q-head)
 	gen causal 8192
 	kb "per-head fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.8192.amask
+	# scattered rows of a two-head mask (64 runs a k-tile): hopper's bwd
+	# walks them in stretches of 128 q-tiles, listed stretch by stretch
+	gen block_sparse_uniform 8192 -B 64 -H 2 --ratio 0.3
+	kb "stretches bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/block_sparse_uniform.8192.amask
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
 		    $M/full.1000.amask $M/random_eviction.1000.amask $M/causal_document.1000.amask
