@@ -844,11 +844,14 @@ enum { SCATTER = 16 };
 
 static int hb_seg(const struct state *f, const struct plan *p)
 {
+	static const struct { const char *w; int n; } force[] = {
+		{ "seg", 64 }, { "seg128", 128 }, { "seg256", 256 }, { "noseg", 0 } };
 	const int group = f->s.hq / f->s.hkv;
 	int64_t rows = 0, runs = 0, tiles = 0;
 
-	if (hb_env("seg") || hb_env("seg128") || hb_env("seg256") || hb_env("noseg"))
-		return hb_env("seg") ? 64 : hb_env("seg128") ? 128 : hb_env("seg256") ? 256 : 0;
+	for (size_t i = 0; i < sizeof force / sizeof force[0]; i++)
+		if (hb_env(force[i].w))
+			return force[i].n;
 	if (f->mheads < 2)
 		return 0;
 	for (int r = 0; r < p->nrows; r++) {

@@ -1224,24 +1224,22 @@ static int by_work(const void *x, const void *y)
 	return i > j ? -1 : i < j;
 }
 
+template <class K> static cudaError_t smem(K *k, int bytes)
+{
+	return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(fwd<T, HD, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwd<T, HD, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<HD>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 0, 128, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    pcfg<HD, 128>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    pcfg<HD, 128>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 64, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    pcfg<HD, 64>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(fwdp<T, HD, 1, 128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    pcfg<HD, 128>::SMEM);
-	return e;
+	cudaError_t e;
+
+	if ((e = smem(fwd<T, HD, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwd<T, HD, 2>, cfg<HD>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwdp<T, HD, 0, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwdp<T, HD, 1, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwdp<T, HD, 1, 64, 0>, pcfg<HD, 64>::SMEM)) != cudaSuccess)
+		return e;
+	return smem(fwdp<T, HD, 1, 128, 1>, pcfg<HD, 128>::SMEM);
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)

@@ -241,6 +241,14 @@ static int walk_by_count(const void *x, const void *y)
 	return i->x > j->x ? -1 : i->x < j->x;
 }
 
+static int walk_by_stretch(const void *x, const void *y)
+{
+	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
+	if (i->y != j->y)
+		return i->y < j->y ? -1 : 1;
+	return i->x < j->x ? -1 : i->x > j->x;
+}
+
 /* The bwd CTAs, heaviest walk first.  A k-tile's walk is every q-tile of
  * every q-head of the GQA group; one longer than an eighth of an SM's fair
  * share of the whole pass is cut into stretches, each its own CTA adding
@@ -258,14 +266,6 @@ static int walk_by_count(const void *x, const void *y)
  * walks differ in length, the CTAs in flight soon spread over every
  * q-head's Q/dO/dQ (64 MB a q-head at 64K), and L2 misses (ncu,
  * block_sparse_uniform 64K: 45 % L2 hits, DRAM 62 % busy; full: 98 %). */
-static int walk_by_stretch(const void *x, const void *y)
-{
-	const int4 *i = (const int4 *)x, *j = (const int4 *)y;
-	if (i->y != j->y)
-		return i->y < j->y ? -1 : 1;
-	return i->x < j->x ? -1 : i->x > j->x;
-}
-
 static int walk_items(const struct plan *p, const struct attn_shape *s, int mheads, int seg,
     int4 **itemp, int *nitems, int32_t **slotktp, int *nslots)
 {
