@@ -689,36 +689,33 @@ static const struct cp_xfer *slotx(const struct cp_step *p, int ph)
 	return ph == PH_X ? &p->x : ph == PH_XS ? &p->xs : &p->x2;
 }
 
-static int ready(const struct sim *z, const int *pos, int r)
+/* Every peer of rank r's transfer ph of step k (p2p: to and from;
+ * collectives: its group) has reached position at. */
+static int peers_at(const struct sim *z, const int *pos, int r, int k, int ph, int at)
 {
 	const struct cp_sched *s = z->s;
-	int k = pos[r] / NPH, ph = pos[r] % NPH;
 	const struct cp_xfer *x = slotx(&s->step[(size_t)r * s->nsteps + k], ph);
 
 	if (x->how == CPX_P2P)
-		return pos[x->to] >= pos[r] && pos[x->from] >= pos[r];
+		return pos[x->to] >= at && pos[x->from] >= at;
 	for (int g = 0; g < s->world; g++) {
 		const struct cp_xfer *y = slotx(&s->step[(size_t)g * s->nsteps + k], ph);
-		if (y->how != CPX_NONE && y->how != CPX_P2P && y->group == x->group && pos[g] < pos[r])
+		if (y->how != CPX_NONE && y->how != CPX_P2P && y->group == x->group && pos[g] < at)
 			return 0;
 	}
 	return 1;
 }
 
-/* Rank r's x2 of step k can move: its peers posted theirs. */
+/* Rank r's transfer at pos[r] can start; its x2 of step k can move (its
+ * peers posted theirs). */
+static int ready(const struct sim *z, const int *pos, int r)
+{
+	return peers_at(z, pos, r, pos[r] / NPH, pos[r] % NPH, pos[r]);
+}
+
 static int x2ready(const struct sim *z, const int *pos, int r, int k)
 {
-	const struct cp_sched *s = z->s;
-	const struct cp_xfer *x = &s->step[(size_t)r * s->nsteps + k].x2;
-
-	if (x->how == CPX_P2P)
-		return pos[x->to] >= k * NPH && pos[x->from] >= k * NPH;
-	for (int g = 0; g < s->world; g++) {
-		const struct cp_xfer *y = &s->step[(size_t)g * s->nsteps + k].x2;
-		if (y->how != CPX_NONE && y->how != CPX_P2P && y->group == x->group && pos[g] < k * NPH)
-			return 0;
-	}
-	return 1;
+	return peers_at(z, pos, r, k, PH_X2, k * NPH);
 }
 
 /* Rank r enters position pos[r] at time now: skips what is empty. */
@@ -749,14 +746,14 @@ static void enter(struct sim *z, int *pos, int *st, double *rem, int r, double n
 			continue;
 		}
 		if (ph == PH_CMP) {
+			const double ta = p->attn >= 0 ? z->ta[p->attn] : 0;
+			const double mem = p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6);
 			if (z->trace)
 				fprintf(stderr, "cpbench: trace rank %d step %d: start %.4f attn %.4f (%s) "
-				        "mem %.4f x %.4f xs %.4f x2 %.4f ms\n", r, k, now,
-				        p->attn >= 0 ? z->ta[p->attn] : 0, p->attn >= 0 ? "piece" : "-",
-				        p->nmem * L->copy.usec * 1e-3 + p->mem / (L->copy.gbps * 1e6),
-				        xcost(z, &p->x), xcost(z, &p->xs), xcost(z, &p->x2));
-			rem[r] = (p->attn >= 0 ? z->ta[p->attn] : 0) + p->nmem * L->copy.usec * 1e-3 +
-			         p->mem / (L->copy.gbps * 1e6);
+				        "mem %.4f x %.4f xs %.4f x2 %.4f ms\n", r, k, now, ta,
+				        p->attn >= 0 ? "piece" : "-", mem, xcost(z, &p->x), xcost(z, &p->xs),
+				        xcost(z, &p->x2));
+			rem[r] = ta + mem;
 			if (rem[r] > 0) {
 				st[r] = RS_CMP;
 				return;
