@@ -77,6 +77,11 @@ struct args {
 	int sq, sk, hq, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
 	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
+	/* a plan of the mask with gaps (mask_pad; fwdp pairs alone): per
+	 * q-tile {first real row, real rows}, per k-tile {first real key, -};
+	 * NULL: tile t starts at t * its size.  sk is then the padded one,
+	 * which the cuts and edges are in. */
+	const int2 *qtile, *ktile;
 	int nitem;
 	unsigned *next, base;      /* fwdp: item counter, its value at launch */
 };
@@ -479,8 +484,8 @@ static __device__ __forceinline__ void pp_arrive(int cw)
  * store is committed, not waited for: the caller waits (wait_group.read)
  * before the rows are written again or the CTA exits. */
 template <typename T, int HD>
-static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int b,
-    uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, const int *qr, int kq)
+static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int nv,
+    int b, uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, int kq)
 {
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
 	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
@@ -497,8 +502,26 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 			const uint32_t ad = sQw + (j >> 3) * BQ * 128 + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
 			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
 		}
-		if ((lane & 3) == 0 && qr[rr] < a.sq)
-			L[qr[rr]] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+		if ((lane & 3) == 0 && rw < nv)
+			L[qs + rw] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+	if (nv < 64 && qs + nv < a.sq) {
+		/* a tile cut by a gap: the rows past it are another tile's, which
+		 * a TMA store would overwrite; 16 bytes a thread from the
+		 * swizzled rows */
+		asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+		for (int x = ct & 127; x < nv * HD / 8; x += 128) {
+			const int rw = x / (HD / 8), c = x % (HD / 8);
+			uint4 v;
+			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+			    : "r"(sQw + (c >> 3) * BQ * 128 + rw * 128 + (((c & 7) ^ (rw & 7)) << 4)) : "memory");
+			*(uint4 *)((T *)a.o + (((int64_t)b * a.sq + qs + rw) * a.hq + h) * HD + c * 8) = v;
+		}
+		/* the Q buffer goes back once every thread has read it */
+		asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+		if ((ct & 127) == 0)
+			asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+		return;
 	}
 	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 	asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
@@ -710,7 +733,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	epilogue<T, HD>(o, l, m, h, q0 + cw * 64, b, sQw, a, &to, cw, ct, qr, kq);
+	epilogue<T, HD>(o, l, m, h, q0 + cw * 64, a.sq - q0 - cw * 64, b, sQw, a, &to, cw, ct, kq);
 	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
@@ -736,18 +759,37 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
  * documents and 64-token block masks) while both consumers still read the
  * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
-/* One 128-byte column box of a stage: KT keys of tile w.t, or (G) the two
- * 64-key halves of a gathered stage. */
-template <int G, int KT>
-static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &w, int b,
-    uint32_t bar)
+/* q-tile t of qt rows: its first real row and how many real rows it has
+ * (a tile cut by a gap, or the last one, has fewer). */
+static __device__ __forceinline__ int2 real_rows(const args &a, int t, int qt)
 {
-	tma4(dst, m, c0, hk, w.t * KT, b, bar);
+	return a.qtile != NULL ? a.qtile[t] : make_int2(t * qt, min(qt, a.sq - t * qt));
+}
+
+/* One 128-byte column box of a stage: KT keys from key kp, or (G) the two
+ * 64-key halves of a gathered stage. */
+/* The first key of a walk's tile, kt a padded plan's k-tiles (gathered
+ * walks have no padded plans). */
+template <int KT> static __device__ __forceinline__ int key0(const walk &w, const int2 *kt)
+{
+	return kt != NULL ? kt[w.t].x : w.t * KT;
+}
+
+template <int KT> static __device__ __forceinline__ int key0(const gwalk &, const int2 *)
+{
+	return 0;
 }
 
 template <int G, int KT>
-static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const gwalk &w, int b,
-    uint32_t bar)
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &w, int kp,
+    int b, uint32_t bar)
+{
+	tma4(dst, m, c0, hk, kp, b, bar);
+}
+
+template <int G, int KT>
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const gwalk &w, int,
+    int b, uint32_t bar)
 {
 	tma4(dst, m, c0, hk, w.ta * 64, b, bar);
 	tma4(dst + 64 * 128, m, c0, hk, (w.tb >= 0 ? w.tb : w.ta) * 64, b, bar);
@@ -818,27 +860,27 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				break;
 			}
 			const int4 I = a.item[i];
-			const int hk = I.x / a.group;
+			const int hk = I.x / a.group, q0 = a.qtile != NULL ? a.qtile[I.y].x : I.y * QT;
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 #pragma unroll
 				for (int x = 0; x < 1 + PR; x++)
-					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, I.y * QT,
+					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, q0,
 					    I.z, bQ + 8 * qb);
 			for (W w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
-				const int st = it % S;
+				const int st = it % S, kp = key0<KT>(w, a.ktile);
 				const uint32_t ph = (it / S) & 1;
 				bar_wait(bEK + 8 * st, ph ^ 1);
 				bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					copy<G, KT>(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w, I.z, bK + 8 * st);
+					copy<G, KT>(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, w, kp, I.z, bK + 8 * st);
 				bar_wait(bEV + 8 * st, ph ^ 1);
 				bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
-					copy<G, KT>(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w, I.z, bV + 8 * st);
+					copy<G, KT>(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, w, kp, I.z, bV + 8 * st);
 			}
 		}
 		return;
@@ -862,7 +904,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	if (i < 0)
 		return;
 	int4 I = a.item[i], P = I;
-	int qr[2], pqr[2];
+	int qr[2];
 	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
 	W w(a.ent, a.row[I.w], a.row[I.w + 1]);
@@ -902,8 +944,6 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				break;
 			}
 			P = I;
-			pqr[0] = qr[0];
-			pqr[1] = qr[1];
 			I = a.item[i];
 			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
@@ -952,8 +992,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
 			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
-			epilogue<T, HD>(o, pl, pm, P.x + hw, P.y * QT + rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a, &to,
-			    cw, ct, pqr, kq);
+			const int2 R = real_rows(a, P.y, QT);
+			epilogue<T, HD>(o, pl, pm, P.x + hw, R.x + rs, R.y - rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a,
+			    &to, cw, ct, kq);
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
@@ -981,8 +1022,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		pp_arrive(cw);
 	wg_wait<0>();
 	pin<NO>(o);
-	epilogue<T, HD>(o, l, m, I.x + hw, I.y * QT + rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct,
-	    qr, kq);
+	const int2 R = real_rows(a, I.y, QT);
+	epilogue<T, HD>(o, l, m, I.x + hw, R.x + rs, R.y - rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct,
+	    kq);
 	if (storer)
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
@@ -990,17 +1032,20 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 /* Rows with no tile: O = 0, LSE = -inf, a CTA an item of qt rows and nh
  * q-heads. */
 template <typename T, int HD>
-__global__ void fill_empty(const int4 *item, T *o, float *lse, int sq, int hq, int qt, int nh)
+__global__ void fill_empty(const int4 *item, T *o, float *lse, const args a, int qt, int nh)
 {
 	const int4 I = item[blockIdx.x];
+	const int2 R = real_rows(a, I.y, qt);
+	const int sq = a.sq, hq = a.hq;
 	for (int x = threadIdx.x; x < nh * qt * HD / 8; x += blockDim.x) {
-		const int r = I.y * qt + x / (HD / 8) % qt, h = I.x + x / (qt * HD / 8);
-		if (r < sq)
-			*(uint4 *)(o + (((int64_t)I.z * sq + r) * hq + h) * HD + x % (HD / 8) * 8) = make_uint4(0, 0, 0, 0);
+		const int i = x / (HD / 8) % qt, h = I.x + x / (qt * HD / 8);
+		if (i < R.y)
+			*(uint4 *)(o + (((int64_t)I.z * sq + R.x + i) * hq + h) * HD + x % (HD / 8) * 8) =
+			    make_uint4(0, 0, 0, 0);
 	}
 	for (int x = threadIdx.x; x < nh * qt; x += blockDim.x)
-		if (I.y * qt + x % qt < sq)
-			lse[((int64_t)I.z * hq + I.x + x / qt) * sq + I.y * qt + x % qt] = -INFINITY;
+		if (x % qt < R.y)
+			lse[((int64_t)I.z * hq + I.x + x / qt) * sq + R.x + x % qt] = -INFINITY;
 }
 
 /* ---- host ------------------------------------------------------------------- */
@@ -1020,6 +1065,8 @@ struct state {
 	plan_ent *ent;
 	plan_cut *cut;
 	uint4 *bm;
+	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
+	int skv;                   /* a padded plan's sk */
 };
 
 
@@ -1052,6 +1099,8 @@ static void fini(void *st)
 	dev_free(f->item);
 	dev_free(f->empty);
 	dev_free(f->next);
+	dev_free(f->qtile);
+	dev_free(f->ktile);
 	free(f);
 }
 
@@ -1214,6 +1263,56 @@ static int choose(struct state *f, const struct plan *p)
 	return pr;
 }
 
+/* fwdp pairs, 64x128 tiles, on masks of documents: the plan of the mask
+ * with gaps (mask_pad: each document of a tile or more starts on a tile
+ * edge, as in cuDNN's ragged layout) where it visits at most PAD_PCT % of
+ * p's tiles; 64x128 plans of 1K-8K documents visit 6-8 % less, with half
+ * the partial tiles.  LONGATTN_HOPPER_FWD=nopad keeps p, =pad takes the
+ * padded plan whenever there are gaps, for A/B runs and checks. */
+enum { PAD_PCT = 98 };
+
+static int pad(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
+{
+	const char *e = getenv("LONGATTN_HOPPER_FWD");
+	struct mask v;
+	struct mask_pads pd;
+	struct plan pv;
+	int32_t (*qt)[2] = NULL, (*kt)[2] = NULL;
+	int64_t nq, nk, r;
+	int rc;
+
+	if (e != NULL && strcmp(e, "nopad") == 0)
+		return KERN_OK;
+	if ((rc = mask_pad(m, 64, BK, 64, BK, &v, &pd, err, errlen)) <= 0)
+		return rc < 0 ? KERN_ERR : KERN_OK;
+	f->skv = (int)v.sk;
+	rc = plan_build(&pv, &v, 64, BK, err, errlen);
+	mask_free(&v);
+	if (rc != 0) {
+		mask_pads_free(&pd);
+		return KERN_ERR;
+	}
+	rc = KERN_OK;
+	if ((e == NULL || strcmp(e, "pad") != 0) && visited(&pv, &r) * 100 > visited(p, &r) * PAD_PCT) {
+		f->skv = 0;
+		plan_free(&pv);
+	} else if (mask_pad_tiles(pd.q, pd.nq, m->sq, 64, &qt, &nq) != 0 ||
+	    mask_pad_tiles(pd.k, pd.nk, m->sk, BK, &kt, &nk) != 0 || nq != pv.nqt || nk != pv.nkt ||
+	    (rc = upload((void **)&f->qtile, qt, (size_t)nq * sizeof *qt)) != KERN_OK ||
+	    (rc = upload((void **)&f->ktile, kt, (size_t)nk * sizeof *kt)) != KERN_OK) {
+		snprintf(err, errlen, "padded plan: %s", rc == KERN_OOM ? "out of device memory" : "tiles");
+		plan_free(&pv);
+		rc = rc == KERN_OK ? KERN_ERR : rc;
+	} else {
+		plan_free(p);
+		*p = pv;
+	}
+	free(qt);
+	free(kt);
+	mask_pads_free(&pd);
+	return rc;
+}
+
 static const int64_t *work_key;
 
 static int by_work(const void *x, const void *y)
@@ -1319,6 +1418,11 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
+	if (f->pair && f->bk == BK && !f->gather && pad(f, m, &p, err, errlen) != KERN_OK) {
+		plan_free(&p);
+		fini(f);
+		return KERN_ERR;
+	}
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
@@ -1369,7 +1473,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
 	a.bmi = f->bmi; a.bm = f->bm;
 	a.o = io->o; a.lse = io->lse;
-	a.sq = (int)s->sq; a.sk = (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
+	a.sq = (int)s->sq; a.sk = f->skv > 0 ? f->skv : (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
+	a.qtile = f->qtile; a.ktile = f->ktile;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
 	const int G = f->nitem < f->nsm ? f->nitem : f->nsm;
@@ -1382,7 +1487,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
-			    (int)s->sq, s->hq, f->pair ? 64 : BQ, 1 + f->pair);
+			    a, f->pair ? 64 : BQ, 1 + f->pair);
 		if (f->nitem > 0 && f->pair && f->bk == 64 && f->gather) {
 			fwdp<T, HD, 1, 128, 1><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;

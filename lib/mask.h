@@ -78,4 +78,25 @@ int      mask_kind_parse(const char *s);                   /* -1 if unknown */
 int mask_restrict(const struct mask *m, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
                   struct mask *out, char *err, size_t errlen);
 
+/* Gaps that start documents on tile edges (see mask_pad.c).  A segment
+ * start is a position no slice straddles; each one that starts a segment of
+ * at least minq (mink) positions moves right to the next multiple of aq
+ * (ak), and so does all that follows.  v is m with the gaps, which allow
+ * nothing (same area, same pairs translated); pd lists the gaps of each
+ * axis as pairs (real position, length of the gap before it).  Returns 1,
+ * or 0 where no gap is needed (v and pd untouched, pd empty), or -1 with
+ * a message.  Slice bodies only (block bodies return 0). */
+struct mask_pads {
+	size_t nq, nk;
+	int64_t *q, *k;
+};
+int  mask_pad(const struct mask *m, int aq, int ak, int64_t minq, int64_t mink, struct mask *v,
+              struct mask_pads *pd, char *err, size_t errlen);
+void mask_pads_free(struct mask_pads *pd);
+/* Per t-wide tile of the padded axis (len real positions, gaps g[0..n)):
+ * {first real position, real positions in the tile}, the real ones a
+ * prefix of the tile; *ntile tiles.  -1: out of memory, or a gap that does
+ * not end on a tile edge (t must divide the alignment). */
+int  mask_pad_tiles(const int64_t *g, size_t n, int64_t len, int t, int32_t (**tile)[2], int64_t *ntile);
+
 #endif
