@@ -1104,7 +1104,7 @@ template <typename T, int HD> static int run_bwd(struct fstate *f, const struct 
 		return rc;
 	if (nws > 0) {
 		kv_out<T, HD, BBK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
-		    f->b.slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
+		    f->b.slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk, NULL);
 		if ((rc = launched("flash", "bwd dk/dv")) != KERN_OK)
 			return rc;
 	}

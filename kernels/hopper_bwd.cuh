@@ -177,10 +177,11 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
 
 /* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, rows padded to sqp:
  * one warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf
- * gets L = +inf (P = 0) and D = 0. */
+ * gets L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
+ * padded row, read from its real one; rows in gaps are rows past sq. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
-    int64_t nrows, int sq, int sqp, int hq)
+    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile)
 {
 	constexpr int PER = HD / 32;
 	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -191,9 +192,14 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 	const int64_t bq = row / hq;
 	const int q = (int)(bq % sqp);
 	const int64_t b = bq / sqp;
+	int r = q < sq ? q : -1;
+	if (qtile != NULL) {
+		const int2 t = qtile[q / BQ];
+		r = q % BQ < t.y ? t.x + q % BQ : -1;
+	}
 	float sum = 0;
-	if (q < sq) {
-		const int64_t src = ((b * sq + q) * hq + h) * HD + lane * PER;
+	if (r >= 0) {
+		const int64_t src = ((b * sq + r) * hq + h) * HD + lane * PER;
 #pragma unroll
 		for (int i = 0; i < PER; i += 2) {
 			float2 x = dt<T>::unpack(*(const uint32_t *)(o + src + i));
@@ -206,7 +212,7 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 	}
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
-		const float l = q < sq ? lse[(b * hq + h) * sq + q] : -INFINITY;
+		const float l = r >= 0 ? lse[(b * hq + h) * sq + r] : -INFINITY;
 		D[dst] = sum;
 		L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
 	}
@@ -232,9 +238,25 @@ struct args {
 	const int2 *frank;
 	int *sem;
 	int sq, sk, sqp, hq, hkv, nkt, nqt, group, mgroup, batch;
+	/* a padded plan (tile.cuh's pad_plan): per q-tile and k-tile {first
+	 * real row, real rows}, NULL: tile t starts at t * its size; skv is
+	 * the padded sk, which the cuts and edges are in (sk, else) */
+	const int2 *qtile, *ktile;
+	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
 	float sl, scale;
 };
+
+/* q-tile t's first real row; k-tile t's first real key and real keys. */
+static __device__ __forceinline__ int real_q(const args &a, int t)
+{
+	return a.qtile != NULL ? a.qtile[t].x : t * BQ;
+}
+
+static __device__ __forceinline__ int2 real_k(const args &a, int t)
+{
+	return a.ktile != NULL ? a.ktile[t] : make_int2(t * BK, min(BK, a.sk - t * BK));
+}
 
 /* A CTA's walk: bwalk's, or with rev (head_items only: a CTA is one row of
  * one q-head, first = gi * len) the same row from its last q-tile down. */
@@ -385,22 +407,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		if (wi == 0 && lane == 0) {
 			/* K, V once; Q, dO, L, D of each q-tile into the stage its
 			 * tile before last has freed */
+			const int kg = real_k(a, kt).x;
 			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
 			for (int c = 0; c < CB; c++) {
-				tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, k0, b, barkv);
-				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, k0, b, barkv);
+				tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, kg, b, barkv);
+				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
 			for (int it = 0; more; it++) {
-				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ;
+				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
 				const uint32_t bar = barq + 8 * st;
 				if (it >= NST)
 					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 #pragma unroll
 				for (int c = 0; c < CB; c++) {
-					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, q0, b, bar);
-					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, q0, b, bar);
+					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, qg, b, bar);
+					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, qg, b, bar);
 				}
 				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
 				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
@@ -420,7 +443,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && hb_next(w, a, hk, kt)) {
-				const int h = hk * a.group + w.gi, q0 = w.t * BQ;
+				/* the rows of a q-tile past a gap add zeros (their scores
+				 * are all masked) */
+				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
 				int *sem = nullptr;
 				if (DET && lane == 0) {
 					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
@@ -479,8 +504,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
 	uint32_t kvalid = ~0u;
-	if (k0 + BK > a.sk)
-		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.sk);
+	if (k0 + BK > a.skv)
+		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.skv);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
@@ -690,12 +715,14 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
 	const int64_t ldk = (int64_t)a.hkv * HD;
+	/* read here, not kept through the loop (it spilled) */
+	const int2 K = real_k(a, kt);
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
-		const int kk = k0 + kr + g + rr * 8;
-		if (kk >= a.sk)
+		const int kk = kr + g + rr * 8;
+		if (kk >= K.y)
 			continue;
-		const int64_t off = (int64_t)kk * ldk + t4 * 2;
+		const int64_t off = (int64_t)(K.x + kk) * ldk + t4 * 2;
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
 			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
@@ -722,6 +749,8 @@ struct state {
 	int32_t *frow;
 	int2 *frank;
 	int *sem;
+	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
+	int skv;                   /* its sk, or 0 */
 };
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
@@ -758,6 +787,8 @@ static void fini(void *st)
 	dev_free(f->frow);
 	dev_free(f->frank);
 	dev_free(f->sem);
+	dev_free(f->qtile);
+	dev_free(f->ktile);
 	free(f);
 }
 
@@ -1037,9 +1068,21 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
+	/* documents on tile edges (tile.cuh's pad_plan), not where the bwd is
+	 * deterministic (a gap's rows add zeros to the next tile's dQ, out of
+	 * its order).  LONGATTN_HOPPER_BWD=nopad keeps the plan, =pad pads
+	 * wherever there are gaps, for A/B runs and checks. */
+	if (!f->det && !hb_env("nopad") &&
+	    (rc = pad_plan(m, BQ, BK, hb_env("pad"), &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
+		plan_free(&p);
+		fini(f);
+		return rc;
+	}
+	if (f->skv > 0)
+		f->sqp = p.nqt * BQ;
 	if (plan_transpose(&pt, &p, err, errlen) != 0) {
 		plan_free(&p);
-		free(f);
+		fini(f);
 		return KERN_ERR;
 	}
 	f->nkt = pt.nkt;
@@ -1089,7 +1132,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
-	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq);
+	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 
@@ -1102,6 +1145,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.rev = f->rev;
+	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
 	a.sl = (float)s->scale * HB_LOG2E;
 	a.scale = (float)s->scale;
 	/* k-tiles fastest: the CTAs in flight walk the q-heads of one kv-head,
@@ -1116,7 +1160,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		return rc;
 	if (nws > 0) {
 		kv_out<T, HD, BK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
-		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk);
+		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk, f->ktile);
 		if ((rc = launched("hopper bwd", "dk/dv")) != KERN_OK)
 			return rc;
 	}

@@ -181,10 +181,11 @@ __global__ void dq_out(const float *acc, T *dq, int64_t n, float scale)
 }
 
 /* The fp32 slots of k-tiles (of BKT keys) split among several CTAs into dk
- * and dv: 4 elements a thread. */
+ * and dv: 4 elements a thread.  ktile: a padded plan's k-tiles (pad_plan),
+ * or NULL. */
 template <typename T, int HD, int BKT>
 __global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt, T *dk, T *dv,
-    int64_t n, int batch, int hkv, int sk)
+    int64_t n, int batch, int hkv, int sk, const int2 *ktile)
 {
 	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
 	    i += (int64_t)gridDim.x * blockDim.x * 4) {
@@ -195,7 +196,8 @@ __global__ void kv_out(const float *wsk, const float *wsv, const int32_t *slotkt
 		const int hk = (int)(r % hkv);
 		r /= hkv;
 		const int b = (int)(r % batch);
-		const int64_t k = (int64_t)slotkt[r / batch] * BKT + row;
+		const int kt = slotkt[r / batch];
+		const int64_t k = ktile != NULL ? (row < ktile[kt].y ? ktile[kt].x + row : sk) : (int64_t)kt * BKT + row;
 		if (k >= sk)
 			continue;
 		const int64_t o = ((b * (int64_t)sk + k) * hkv + hk) * HD + col;
@@ -231,6 +233,59 @@ static int upload(void **dst, const void *src, size_t n)
 	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
 		return KERN_ERR;
 	return KERN_OK;
+}
+
+/* A plan of m with gaps (mask_pad: each document of a tile or more starts
+ * on a tile edge, as in cuDNN's ragged layout), for bq x bk tiles, where it
+ * visits no more tiles than p (force: wherever m has gaps): the new plan
+ * replaces p, and per tile of each axis {first real position, real
+ * positions} goes to the device (*qtile, *ktile); a kernel reads tile t
+ * from there and writes only its real rows, while its cuts and edges stay
+ * in the padded positions (*skv keys; 0 where p stays).  KERN_OK, or
+ * KERN_ERR or KERN_OOM with a message. */
+static int pad_plan(const struct mask *m, int bq, int bk, int force, struct plan *p, int2 **qtile, int2 **ktile,
+    int *skv, char *err, size_t errlen)
+{
+	struct mask v;
+	struct mask_pads pd;
+	struct plan pv;
+	int32_t (*qt)[2] = NULL, (*kt)[2] = NULL;
+	int64_t nq, nk, n0 = 0, n1 = 0;
+	int rc, sk;
+
+	*skv = 0;
+	if ((rc = mask_pad(m, bq, bk, bq, bk, &v, &pd, err, errlen)) <= 0)
+		return rc < 0 ? KERN_ERR : KERN_OK;
+	sk = (int)v.sk;
+	rc = plan_build(&pv, &v, bq, bk, err, errlen);
+	mask_free(&v);
+	if (rc != 0) {
+		mask_pads_free(&pd);
+		return KERN_ERR;
+	}
+	for (int e = 0; e < p->nent; e++)
+		n0 += p->ent[e].t1 - p->ent[e].t0;
+	for (int e = 0; e < pv.nent; e++)
+		n1 += pv.ent[e].t1 - pv.ent[e].t0;
+	rc = KERN_OK;
+	if (!force && n1 > n0) {
+		plan_free(&pv);
+	} else if (mask_pad_tiles(pd.q, pd.nq, m->sq, bq, &qt, &nq) != 0 ||
+	    mask_pad_tiles(pd.k, pd.nk, m->sk, bk, &kt, &nk) != 0 || nq != pv.nqt || nk != pv.nkt ||
+	    (rc = upload((void **)qtile, qt, (size_t)nq * sizeof *qt)) != KERN_OK ||
+	    (rc = upload((void **)ktile, kt, (size_t)nk * sizeof *kt)) != KERN_OK) {
+		snprintf(err, errlen, "padded plan: %s", rc == KERN_OOM ? "out of device memory" : "its tiles");
+		plan_free(&pv);
+		rc = rc == KERN_OK ? KERN_ERR : rc;
+	} else {
+		plan_free(p);
+		*p = pv;
+		*skv = sk;
+	}
+	free(qt);
+	free(kt);
+	mask_pads_free(&pd);
+	return rc;
 }
 
 static int walk_by_count(const void *x, const void *y)
