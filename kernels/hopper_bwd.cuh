@@ -852,13 +852,7 @@ static int head_by_len(const void *x, const void *y)
  * noseg (hb_seg). */
 static int hb_env(const char *w)
 {
-	const char *e = getenv("LONGATTN_HOPPER_BWD");
-	const size_t n = strlen(w);
-
-	for (const char *p = e; p != NULL && *p != '\0'; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-		if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-			return 1;
-	return 0;
+	return env_has("LONGATTN_HOPPER_BWD", w);
 }
 
 /* tile.cuh's walk_items cut into stretches of this many tiles, listed

@@ -412,6 +412,25 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	kill_scores<BK>(s, ok);
 }
 
+/* q-tile t of qt rows: its first real row and how many real rows it has
+ * (a tile cut by a gap, or the last one, has fewer). */
+static __device__ __forceinline__ int2 real_rows(const args &a, int t, int qt)
+{
+	return a.qtile != NULL ? a.qtile[t] : make_int2(t * qt, min(qt, a.sq - t * qt));
+}
+
+/* The first key of a walk's tile, kt a padded plan's k-tiles (gathered
+ * walks have no padded plans). */
+template <int KT> static __device__ __forceinline__ int key0(const walk &w, const int2 *kt)
+{
+	return kt != NULL ? kt[w.t].x : w.t * KT;
+}
+
+template <int KT> static __device__ __forceinline__ int key0(const gwalk &, const int2 *)
+{
+	return 0;
+}
+
 template <int G> struct wsel { typedef walk W; };
 template <> struct wsel<1> { typedef gwalk W; };
 
@@ -600,31 +619,31 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		bar_expect(bQ, C::QB);
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
-			tma4(sQ + c * BQ * 128, &tq, c * 64, h, q0, b, bQ);
+			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, qt, BQ).x, b, bQ);
 		/* this CTA's rows of a tile, and their offset in a stage */
 		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
 		const uint32_t ro = rk * 128;
 		int it = 0;
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
-			const int st = it % S;
+			const int st = it % S, kp = key0<BK>(w, a.ktile);
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bEK + 8 * st, ph ^ 1);
 			bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				if (CL == 1)
-					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, w.t * BK, b, bK + 8 * st);
+					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, kp, b, bK + 8 * st);
 				else
-					tma4mc(sK + st * C::KB + c * BK * 128 + ro, &tk, c * 64, hk, w.t * BK + rk, b,
+					tma4mc(sK + st * C::KB + c * BK * 128 + ro, &tk, c * 64, hk, kp + rk, b,
 					    bK + 8 * st, 3);
 			bar_wait(bEV + 8 * st, ph ^ 1);
 			bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				if (CL == 1)
-					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, w.t * BK, b, bV + 8 * st);
+					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, kp, b, bV + 8 * st);
 				else
-					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, w.t * BK + rk, b,
+					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, kp + rk, b,
 					    bV + 8 * st, 3);
 		}
 		return;
@@ -733,7 +752,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
-	epilogue<T, HD>(o, l, m, h, q0 + cw * 64, a.sq - q0 - cw * 64, b, sQw, a, &to, cw, ct, kq);
+	const int2 R = real_rows(a, qt, BQ);
+	epilogue<T, HD>(o, l, m, h, R.x + cw * 64, R.y - cw * 64, b, sQw, a, &to, cw, ct, kq);
 	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
@@ -759,27 +779,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
  * that the plan's q-tiles are 64 rows (less of a partial tile is wasted on
  * documents and 64-token block masks) while both consumers still read the
  * same K and V tiles: the bytes a FLOP stay those of 128-row tiles. */
-/* q-tile t of qt rows: its first real row and how many real rows it has
- * (a tile cut by a gap, or the last one, has fewer). */
-static __device__ __forceinline__ int2 real_rows(const args &a, int t, int qt)
-{
-	return a.qtile != NULL ? a.qtile[t] : make_int2(t * qt, min(qt, a.sq - t * qt));
-}
-
 /* One 128-byte column box of a stage: KT keys from key kp, or (G) the two
  * 64-key halves of a gathered stage. */
-/* The first key of a walk's tile, kt a padded plan's k-tiles (gathered
- * walks have no padded plans). */
-template <int KT> static __device__ __forceinline__ int key0(const walk &w, const int2 *kt)
-{
-	return kt != NULL ? kt[w.t].x : w.t * KT;
-}
-
-template <int KT> static __device__ __forceinline__ int key0(const gwalk &, const int2 *)
-{
-	return 0;
-}
-
 template <int G, int KT>
 static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &w, int kp,
     int b, uint32_t bar)
@@ -1229,31 +1230,30 @@ static int choose(struct state *f, const struct plan *p)
 {
 	const struct attn_shape *s = &f->s;
 	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
-	const char *e = getenv("LONGATTN_HOPPER_FWD");
 	int64_t rows, tiles = visited(p, &rows);
 	int pr;
 
 	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
 	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
 	pr = s->hd == 128 && pairs ? (f->pers ? 2 : 1) : 0;
-	if (e != NULL && strcmp(e, "grid") == 0) {
+	if (env_has("LONGATTN_HOPPER_FWD", "grid")) {
 		f->pers = 0;
 		f->cl = 1;
 		pr = 0;
-	} else if (e != NULL && strcmp(e, "cluster") == 0) {
+	} else if (env_has("LONGATTN_HOPPER_FWD", "cluster")) {
 		f->pers = 0;
 		f->cl = pairs ? 2 : 1;
 		pr = 0;
-	} else if (e != NULL && strcmp(e, "stream") == 0) {
+	} else if (env_has("LONGATTN_HOPPER_FWD", "stream")) {
 		f->pers = 1;
 		pr = 0;
-	} else if (e != NULL && strcmp(e, "pair") == 0) {
+	} else if (env_has("LONGATTN_HOPPER_FWD", "pair")) {
 		f->pers = 1;
 		pr = pairs ? 2 : 0;
-	} else if (e != NULL && strcmp(e, "pair64") == 0) {
+	} else if (env_has("LONGATTN_HOPPER_FWD", "pair64")) {
 		f->pers = 1;
 		pr = pairs ? 3 : 0;
-	} else if (e != NULL && strcmp(e, "gather") == 0) {
+	} else if (env_has("LONGATTN_HOPPER_FWD", "gather")) {
 		f->pers = 1;
 		pr = pairs ? 3 : 0;
 		f->gather = pairs;
@@ -1368,14 +1368,14 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
-	/* documents on tile edges (tile.cuh's pad_plan) where fwdp pairs
-	 * run on 64x128 tiles: 1K-8K documents +2-17 % (H100, round 6).
-	 * LONGATTN_HOPPER_FWD=nopad keeps the plan, =pad pads wherever there
-	 * are gaps, for A/B runs and checks. */
-	if (f->pair && f->bk == BK && !f->gather) {
-		const char *e = getenv("LONGATTN_HOPPER_FWD");
-		const bool no = e != NULL && strcmp(e, "nopad") == 0, force = e != NULL && strcmp(e, "pad") == 0;
-		if (!no && (rc = pad_plan(m, 64, BK, force, &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
+	/* documents on tile edges (tile.cuh's pad_plan), but on 64-key
+	 * tiles (gathered): 1K-8K documents +2-17 % on 64x128 tiles (H100,
+	 * round 6).  LONGATTN_HOPPER_FWD=nopad keeps the plan, =pad pads
+	 * wherever there are gaps, for A/B runs and checks. */
+	if (f->bk == BK) {
+		const bool no = env_has("LONGATTN_HOPPER_FWD", "nopad"), force = env_has("LONGATTN_HOPPER_FWD", "pad");
+		if (!no && (rc = pad_plan(m, f->pair ? 64 : BQ, BK, force, &p, &f->qtile, &f->ktile, &f->skv, err,
+		    errlen)) != KERN_OK) {
 			plan_free(&p);
 			fini(f);
 			return rc;

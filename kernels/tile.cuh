@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A pair of bf16 or fp16 values as the 32-bit word a fragment holds. */
 template <typename T> struct w16;
@@ -233,6 +234,19 @@ static int upload(void **dst, const void *src, size_t n)
 	if (n && cudaMemcpy(*dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess)
 		return KERN_ERR;
 	return KERN_OK;
+}
+
+/* Whether the comma-separated list in the environment variable v has the
+ * word w (the kernels' A/B switches). */
+static int env_has(const char *v, const char *w)
+{
+	const char *e = getenv(v);
+	const size_t n = strlen(w);
+
+	for (const char *p = e; p != NULL && *p != '\0'; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	return 0;
 }
 
 /* A plan of m with gaps (mask_pad: each document of a tile or more starts

@@ -127,6 +127,13 @@ check)
 	kb "padded bf16 8:2 hd128" -p fwd,bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	kb "padded fp16 4:2 hd64" -p fwd,bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/causal_document.3001.amask \
 	    $M/share_question.4096.amask
+	# the same on the fwd's 128-row tiles (a CTA a q-tile, and CTA pairs)
+	export LONGATTN_HOPPER_FWD=grid,pad
+	kb "padded grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
+	    $M/causal_document.3001.amask $M/prefix_lm_document.1000.amask
+	export LONGATTN_HOPPER_FWD=cluster,pad
+	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
+	    $M/causal_document.3001.amask $M/share_question.1000.amask
 	unset LONGATTN_HOPPER_FWD LONGATTN_HOPPER_BWD
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
