@@ -238,7 +238,7 @@ static int upload(void **dst, const void *src, size_t n)
 
 /* Whether the comma-separated list in the environment variable v has the
  * word w (the kernels' A/B switches). */
-static int env_has(const char *v, const char *w)
+static inline int env_has(const char *v, const char *w)
 {
 	const char *e = getenv(v);
 	const size_t n = strlen(w);
@@ -249,56 +249,100 @@ static int env_has(const char *v, const char *w)
 	return 0;
 }
 
-/* A plan of m with gaps (mask_pad: each document of a tile or more starts
- * on a tile edge, as in cuDNN's ragged layout), for bq x bk tiles, where it
- * visits no more tiles than p (force: wherever m has gaps): the new plan
- * replaces p, and per tile of each axis {first real position, real
- * positions} goes to the device (*qtile, *ktile); a kernel reads tile t
- * from there and writes only its real rows, while its cuts and edges stay
- * in the padded positions (*skv keys; 0 where p stays).  KERN_OK, or
- * KERN_ERR or KERN_OOM with a message. */
-static int pad_plan(const struct mask *m, int bq, int bk, int force, struct plan *p, int2 **qtile, int2 **ktile,
-    int *skv, char *err, size_t errlen)
+/* A plan of m with gaps (mask_pad: documents start on tile edges, as in
+ * cuDNN's ragged layout) for bq x bk tiles, where it visits no more tiles
+ * than p: the new plan replaces p, and per tile of each axis {first real
+ * position, real positions} goes to the device (*qtile, *ktile); a kernel
+ * reads tile t from there and writes only its real rows, while its cuts
+ * and edges stay in the padded positions (*skv keys; 0 where p stays).
+ * Two plans are tried: documents of a tile or more on edges, and every
+ * document on edges (documents shorter than a tile each get their own,
+ * which visits less where they are longer than about half a tile); force
+ * takes the second wherever it has gaps.  KERN_OK, or KERN_ERR or
+ * KERN_OOM with a message. */
+struct padded {
+	struct plan p;
+	struct mask_pads pd;
+	int64_t tiles;
+	int sk;
+};
+
+static inline int64_t plan_tiles(const struct plan *p)
+{
+	int64_t n = 0;
+
+	for (int e = 0; e < p->nent; e++)
+		n += p->ent[e].t1 - p->ent[e].t0;
+	return n;
+}
+
+/* 1 with *c made, 0 where m has no gaps at these minima, -1 on error. */
+static inline int pad_try(const struct mask *m, int bq, int bk, int minq, int mink, struct padded *c, char *err,
+    size_t errlen)
 {
 	struct mask v;
-	struct mask_pads pd;
-	struct plan pv;
-	int32_t (*qt)[2] = NULL, (*kt)[2] = NULL;
-	int64_t nq, nk, n0 = 0, n1 = 0;
-	int rc, sk;
+	int rc;
 
-	*skv = 0;
-	if ((rc = mask_pad(m, bq, bk, bq, bk, &v, &pd, err, errlen)) <= 0)
-		return rc < 0 ? KERN_ERR : KERN_OK;
-	sk = (int)v.sk;
-	rc = plan_build(&pv, &v, bq, bk, err, errlen);
+	if ((rc = mask_pad(m, bq, bk, minq, mink, &v, &c->pd, err, errlen)) <= 0)
+		return rc;
+	c->sk = (int)v.sk;
+	rc = plan_build(&c->p, &v, bq, bk, err, errlen);
 	mask_free(&v);
 	if (rc != 0) {
-		mask_pads_free(&pd);
+		mask_pads_free(&c->pd);
+		return -1;
+	}
+	c->tiles = plan_tiles(&c->p);
+	return 1;
+}
+
+static inline void pad_free(struct padded *c)
+{
+	plan_free(&c->p);
+	mask_pads_free(&c->pd);
+}
+
+static inline int pad_plan(const struct mask *m, int bq, int bk, int force, struct plan *p, int2 **qtile, int2 **ktile,
+    int *skv, char *err, size_t errlen)
+{
+	struct padded c[2];
+	int32_t (*qt)[2] = NULL, (*kt)[2] = NULL;
+	int64_t nq, nk;
+	int ok[2], best = -1, rc = KERN_OK;
+
+	*skv = 0;
+	if ((ok[0] = pad_try(m, bq, bk, bq, bk, &c[0], err, errlen)) < 0)
+		return KERN_ERR;
+	if ((ok[1] = pad_try(m, bq, bk, 1, 1, &c[1], err, errlen)) < 0) {
+		if (ok[0])
+			pad_free(&c[0]);
 		return KERN_ERR;
 	}
-	for (int e = 0; e < p->nent; e++)
-		n0 += p->ent[e].t1 - p->ent[e].t0;
-	for (int e = 0; e < pv.nent; e++)
-		n1 += pv.ent[e].t1 - pv.ent[e].t0;
-	rc = KERN_OK;
-	if (!force && n1 > n0) {
-		plan_free(&pv);
-	} else if (mask_pad_tiles(pd.q, pd.nq, m->sq, bq, &qt, &nq) != 0 ||
-	    mask_pad_tiles(pd.k, pd.nk, m->sk, bk, &kt, &nk) != 0 || nq != pv.nqt || nk != pv.nkt ||
-	    (rc = upload((void **)qtile, qt, (size_t)nq * sizeof *qt)) != KERN_OK ||
-	    (rc = upload((void **)ktile, kt, (size_t)nk * sizeof *kt)) != KERN_OK) {
-		snprintf(err, errlen, "padded plan: %s", rc == KERN_OOM ? "out of device memory" : "its tiles");
-		plan_free(&pv);
-		rc = rc == KERN_OK ? KERN_ERR : rc;
-	} else {
-		plan_free(p);
-		*p = pv;
-		*skv = sk;
+	for (int i = 0; i < 2; i++)
+		if (ok[i] && (best < 0 || c[i].tiles < c[best].tiles || (force && i == 1)))
+			best = i;
+	if (best >= 0 && !force && c[best].tiles > plan_tiles(p))
+		best = -1;
+	if (best >= 0) {
+		struct padded *b = &c[best];
+		if (mask_pad_tiles(b->pd.q, b->pd.nq, m->sq, bq, &qt, &nq) != 0 ||
+		    mask_pad_tiles(b->pd.k, b->pd.nk, m->sk, bk, &kt, &nk) != 0 || nq != b->p.nqt || nk != b->p.nkt ||
+		    (rc = upload((void **)qtile, qt, (size_t)nq * sizeof *qt)) != KERN_OK ||
+		    (rc = upload((void **)ktile, kt, (size_t)nk * sizeof *kt)) != KERN_OK) {
+			snprintf(err, errlen, "padded plan: %s", rc == KERN_OOM ? "out of device memory" : "its tiles");
+			rc = rc == KERN_OK ? KERN_ERR : rc;
+		} else {
+			plan_free(p);
+			*p = b->p;
+			memset(&b->p, 0, sizeof b->p);
+			*skv = b->sk;
+		}
 	}
+	for (int i = 0; i < 2; i++)
+		if (ok[i])
+			pad_free(&c[i]);
 	free(qt);
 	free(kt);
-	mask_pads_free(&pd);
 	return rc;
 }
 

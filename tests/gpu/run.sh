@@ -220,7 +220,7 @@ sec_masks() {
 		done
 	done
 	vsrows -k hopper,cudnn -p fwd,bwd -w 3 -n 10 "$M"/mk-*.amask
-	summarize "$VS" >>"$OUT/summary.txt" 2>>"$OUT/bench.log"
+	summarize "$VS" 2>>"$OUT/bench.log" | tee -a "$OUT/summary.txt"
 	# documents under one tile: 48-127 tokens, a fixed draw; and 1024-token
 	# documents on tile edges, then shifted by 64 tokens (what partial
 	# tiles at document edges cost)
