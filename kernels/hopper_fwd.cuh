@@ -419,16 +419,17 @@ static __device__ __forceinline__ int2 real_rows(const args &a, int t, int qt)
 	return a.qtile != NULL ? a.qtile[t] : make_int2(t * qt, min(qt, a.sq - t * qt));
 }
 
-/* The first key of a walk's tile, kt a padded plan's k-tiles (gathered
- * walks have no padded plans). */
-template <int KT> static __device__ __forceinline__ int key0(const walk &w, const int2 *kt)
+/* The first key of a walk's tile (a gathered walk: of its two 64-key
+ * tiles), kt a padded plan's k-tiles or NULL. */
+template <int KT> static __device__ __forceinline__ int2 key0(const walk &w, const int2 *kt)
 {
-	return kt != NULL ? kt[w.t].x : w.t * KT;
+	return make_int2(kt != NULL ? kt[w.t].x : w.t * KT, 0);
 }
 
-template <int KT> static __device__ __forceinline__ int key0(const gwalk &, const int2 *)
+template <int KT> static __device__ __forceinline__ int2 key0(const gwalk &w, const int2 *kt)
 {
-	return 0;
+	const int tb = w.tb >= 0 ? w.tb : w.ta;
+	return kt != NULL ? make_int2(kt[w.ta].x, kt[tb].x) : make_int2(w.ta * 64, tb * 64);
 }
 
 template <int G> struct wsel { typedef walk W; };
@@ -625,7 +626,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		const uint32_t ro = rk * 128;
 		int it = 0;
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
-			const int st = it % S, kp = key0<BK>(w, a.ktile);
+			const int st = it % S, kp = key0<BK>(w, a.ktile).x;
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bEK + 8 * st, ph ^ 1);
 			bar_expect(bK + 8 * st, C::KB);
@@ -782,18 +783,18 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 /* One 128-byte column box of a stage: KT keys from key kp, or (G) the two
  * 64-key halves of a gathered stage. */
 template <int G, int KT>
-static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &w, int kp,
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const walk &, int2 kp,
     int b, uint32_t bar)
 {
-	tma4(dst, m, c0, hk, kp, b, bar);
+	tma4(dst, m, c0, hk, kp.x, b, bar);
 }
 
 template <int G, int KT>
-static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const gwalk &w, int,
+static __device__ __forceinline__ void copy(uint32_t dst, const CUtensorMap *m, int c0, int hk, const gwalk &, int2 kp,
     int b, uint32_t bar)
 {
-	tma4(dst, m, c0, hk, w.ta * 64, b, bar);
-	tma4(dst + 64 * 128, m, c0, hk, (w.tb >= 0 ? w.tb : w.ta) * 64, b, bar);
+	tma4(dst, m, c0, hk, kp.x, b, bar);
+	tma4(dst + 64 * 128, m, c0, hk, kp.y, b, bar);
 }
 
 template <int HD, int KT> struct pcfg {
@@ -870,7 +871,8 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, q0,
 					    I.z, bQ + 8 * qb);
 			for (W w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
-				const int st = it % S, kp = key0<KT>(w, a.ktile);
+				const int st = it % S;
+				const int2 kp = key0<KT>(w, a.ktile);
 				const uint32_t ph = (it / S) & 1;
 				bar_wait(bEK + 8 * st, ph ^ 1);
 				bar_expect(bK + 8 * st, C::KB);
@@ -1368,13 +1370,14 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
-	/* documents on tile edges (tile.cuh's pad_plan), but on 64-key
-	 * tiles (gathered): 1K-8K documents +2-17 % on 64x128 tiles (H100,
-	 * round 6).  LONGATTN_HOPPER_FWD=nopad keeps the plan, =pad pads
-	 * wherever there are gaps, for A/B runs and checks. */
-	if (f->bk == BK) {
+	/* documents on tile edges (tile.cuh's pad_plan): 1K-8K documents
+	 * +2-17 % on 64x128 tiles (H100, round 6), documents under a tile
+	 * on the 64-key tiles of the gathered plan.  LONGATTN_HOPPER_FWD=nopad
+	 * keeps the plan, =pad pads wherever there are gaps, for A/B runs and
+	 * checks. */
+	{
 		const bool no = env_has("LONGATTN_HOPPER_FWD", "nopad"), force = env_has("LONGATTN_HOPPER_FWD", "pad");
-		if (!no && (rc = pad_plan(m, f->pair ? 64 : BQ, BK, force, &p, &f->qtile, &f->ktile, &f->skv, err,
+		if (!no && (rc = pad_plan(m, f->pair ? 64 : BQ, f->bk, force, &p, &f->qtile, &f->ktile, &f->skv, err,
 		    errlen)) != KERN_OK) {
 			plan_free(&p);
 			fini(f);

@@ -131,6 +131,12 @@ check)
 	export LONGATTN_HOPPER_FWD=grid,pad
 	kb "padded grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/prefix_lm_document.1000.amask
+	export LONGATTN_HOPPER_FWD=gather,pad
+	kb "padded gather bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
+	    $M/causal_document.3001.amask $M/hash_sparse.1000.amask
+	export LONGATTN_HOPPER_FWD=pair64,pad
+	kb "padded pair64 fp16 4:2 hd64" -p fwd -t fp16 -H 4:2 -D 64 $M/full_document.1000.amask \
+	    $M/prefix_lm_document.1000.amask
 	export LONGATTN_HOPPER_FWD=cluster,pad
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
