@@ -1067,7 +1067,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	 * its order).  LONGATTN_HOPPER_BWD=nopad keeps the plan, =pad pads
 	 * wherever there are gaps, for A/B runs and checks. */
 	if (!f->det && !hb_env("nopad") &&
-	    (rc = pad_plan(m, BQ, BK, hb_env("pad"), &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
+	    (rc = pad_plan(m, BQ, BK, 0, hb_env("pad"), &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
 		plan_free(&p);
 		fini(f);
 		return rc;

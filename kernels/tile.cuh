@@ -250,8 +250,9 @@ static inline int env_has(const char *v, const char *w)
 }
 
 /* A plan of m with gaps (mask_pad: documents start on tile edges, as in
- * cuDNN's ragged layout) for bq x bk tiles, where it visits no more tiles
- * than p: the new plan replaces p, and per tile of each axis {first real
+ * cuDNN's ragged layout) for bq x bk tiles, where the kernel takes no more
+ * steps over it than over p (plan_steps; gather: 64-key tiles two a
+ * step): the new plan replaces p, and per tile of each axis {first real
  * position, real positions} goes to the device (*qtile, *ktile); a kernel
  * reads tile t from there and writes only its real rows, while its cuts
  * and edges stay in the padded positions (*skv keys; 0 where p stays).
@@ -263,22 +264,28 @@ static inline int env_has(const char *v, const char *w)
 struct padded {
 	struct plan p;
 	struct mask_pads pd;
-	int64_t tiles;
+	int64_t steps;           /* plan_steps */
 	int sk;
 };
 
-static inline int64_t plan_tiles(const struct plan *p)
+/* The steps a kernel takes over plan p: its tiles, or (gather: two tiles
+ * a step, anywhere in a row) half a row's tiles rounded up. */
+static inline int64_t plan_steps(const struct plan *p, int gather)
 {
 	int64_t n = 0;
 
-	for (int e = 0; e < p->nent; e++)
-		n += p->ent[e].t1 - p->ent[e].t0;
+	for (int r = 0; r < p->nrows; r++) {
+		int64_t t = 0;
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			t += p->ent[e].t1 - p->ent[e].t0;
+		n += gather ? (t + 1) / 2 : t;
+	}
 	return n;
 }
 
 /* 1 with *c made, 0 where m has no gaps at these minima, -1 on error. */
-static inline int pad_try(const struct mask *m, int bq, int bk, int minq, int mink, struct padded *c, char *err,
-    size_t errlen)
+static inline int pad_try(const struct mask *m, int bq, int bk, int minq, int mink, int gather, struct padded *c,
+    char *err, size_t errlen)
 {
 	struct mask v;
 	int rc;
@@ -292,7 +299,7 @@ static inline int pad_try(const struct mask *m, int bq, int bk, int minq, int mi
 		mask_pads_free(&c->pd);
 		return -1;
 	}
-	c->tiles = plan_tiles(&c->p);
+	c->steps = plan_steps(&c->p, gather);
 	return 1;
 }
 
@@ -302,8 +309,8 @@ static inline void pad_free(struct padded *c)
 	mask_pads_free(&c->pd);
 }
 
-static inline int pad_plan(const struct mask *m, int bq, int bk, int force, struct plan *p, int2 **qtile, int2 **ktile,
-    int *skv, char *err, size_t errlen)
+static inline int pad_plan(const struct mask *m, int bq, int bk, int gather, int force, struct plan *p, int2 **qtile,
+    int2 **ktile, int *skv, char *err, size_t errlen)
 {
 	struct padded c[2];
 	int32_t (*qt)[2] = NULL, (*kt)[2] = NULL;
@@ -311,17 +318,17 @@ static inline int pad_plan(const struct mask *m, int bq, int bk, int force, stru
 	int ok[2], best = -1, rc = KERN_OK;
 
 	*skv = 0;
-	if ((ok[0] = pad_try(m, bq, bk, bq, bk, &c[0], err, errlen)) < 0)
+	if ((ok[0] = pad_try(m, bq, bk, bq, bk, gather, &c[0], err, errlen)) < 0)
 		return KERN_ERR;
-	if ((ok[1] = pad_try(m, bq, bk, 1, 1, &c[1], err, errlen)) < 0) {
+	if ((ok[1] = pad_try(m, bq, bk, 1, 1, gather, &c[1], err, errlen)) < 0) {
 		if (ok[0])
 			pad_free(&c[0]);
 		return KERN_ERR;
 	}
 	for (int i = 0; i < 2; i++)
-		if (ok[i] && (best < 0 || c[i].tiles < c[best].tiles || (force && i == 1)))
+		if (ok[i] && (best < 0 || c[i].steps < c[best].steps || (force && i == 1)))
 			best = i;
-	if (best >= 0 && !force && c[best].tiles > plan_tiles(p))
+	if (best >= 0 && !force && c[best].steps > plan_steps(p, gather))
 		best = -1;
 	if (best >= 0) {
 		struct padded *b = &c[best];
