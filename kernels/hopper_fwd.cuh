@@ -77,10 +77,10 @@ struct args {
 	int sq, sk, hq, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
 	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
-	/* a plan of the mask with gaps (mask_pad; fwdp pairs alone): per
-	 * q-tile {first real row, real rows}, per k-tile {first real key, -};
-	 * NULL: tile t starts at t * its size.  sk is then the padded one,
-	 * which the cuts and edges are in. */
+	/* a plan of the mask with gaps (tile.cuh's pad_plan): per q-tile
+	 * {first real row, real rows}, per k-tile {first real key, -}; NULL:
+	 * tile t starts at t * its size.  sk is then the padded one, which the
+	 * cuts and edges are in. */
 	const int2 *qtile, *ktile;
 	int nitem;
 	unsigned *next, base;      /* fwdp: item counter, its value at launch */
@@ -862,7 +862,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				break;
 			}
 			const int4 I = a.item[i];
-			const int hk = I.x / a.group, q0 = a.qtile != NULL ? a.qtile[I.y].x : I.y * QT;
+			const int hk = I.x / a.group, q0 = real_rows(a, I.y, QT).x;
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
