@@ -84,11 +84,13 @@ for j in kb cp st b1 b2 b3 b4 b5; do
 	[ -n "$v" ] || { fail "submit-$j" "sbatch: $(cat "$D"/*.sub)"; finish; }
 done
 
-# completed NAME ID OUTPUT: the job ended COMPLETED with exit code 0
+# completed NAME ID OUTPUT: the job ended COMPLETED with exit code 0; else
+# its error lines and last lines go into the failure (the test's files go
+# with it: a study job's exit 1 was once left unexplained)
 completed() {
 	s=$(state "$2")
 	if [ "$s" = "COMPLETED 0:0" ]; then pass "$1"
-	else fail "$1" "job $2: $s; $(grep -v ' row ' "$3" | grep -i -m 5 'fail\|error\|not found')"; fi
+	else fail "$1" "job $2: $s; $(grep -v ' row ' "$3" | grep -i -m 5 'fail\|error\|not found'); last lines: $(tail -n 8 "$3" 2>&1)"; fi
 }
 
 # sweep NAME ID DIR: NAME's job completed and left DIR/NAME-*.tsv (in $f)
@@ -144,6 +146,7 @@ else
 	k=$(awk '$1 == "kbench" { print $2 }' "$R/jobs")
 	check study-array-2-tasks test "$(scontrol -o show job "$k" | grep -c 'JobState=COMPLETED')" -eq 2
 	c=$(awk '$1 == "cpbench" { print $2 }' "$R/jobs")
+	completed study-cpbench-completed "$c" "$R/cpbench-$c.out"
 	# afterany: the merge starts after the last part ended (ISO times sort).
 	last=$(scontrol -o show job "$k"; scontrol -o show job "$c")
 	last=$(echo "$last" | sed -n 's/.* EndTime=\([^ ]*\) .*/\1/p' | sort | tail -1)
