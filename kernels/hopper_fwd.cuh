@@ -1371,20 +1371,19 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		}
 	}
 	/* documents on tile edges (tile.cuh's pad_plan): 1K-8K documents
-	 * +2-17 % on 64x128 tiles (H100, round 6), documents under a tile
-	 * on the 64-key tiles of the gathered plan (48-127 tokens: full +26 %;
-	 * causal -12 % where tiles alone were counted, not steps).  LONGATTN_HOPPER_FWD=nopad
-	 * keeps the plan, =pad pads wherever there are gaps, for A/B runs and
-	 * checks. */
-	{
-		const bool no = env_has("LONGATTN_HOPPER_FWD", "nopad"), force = env_has("LONGATTN_HOPPER_FWD", "pad");
-		if (!no && (rc = pad_plan(m, f->pair ? 64 : BQ, f->bk, f->gather, force, &p, &f->qtile, &f->ktile, &f->skv, err,
-		    errlen)) != KERN_OK) {
+	 * +2-17 % on 64x128 tiles (H100, round 6), documents under a tile on
+	 * the 64-key tiles of the gathered plan (48-127 tokens: full +26 %;
+	 * causal -12 % where tiles were counted, not steps).
+	 * LONGATTN_HOPPER_FWD=nopad keeps the plan, =pad pads wherever there
+	 * are gaps, for A/B runs and checks. */
+	if (!env_has("LONGATTN_HOPPER_FWD", "nopad")) {
+		const int pr = pad_plan(m, f->pair ? 64 : BQ, f->bk, f->gather, env_has("LONGATTN_HOPPER_FWD", "pad"),
+		    &p, &f->qtile, &f->ktile, &f->skv, err, errlen);
+		if (pr != KERN_OK) {
 			plan_free(&p);
 			fini(f);
-			return rc;
+			return pr;
 		}
-		rc = KERN_ERR;
 	}
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */

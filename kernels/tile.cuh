@@ -249,18 +249,7 @@ static inline int env_has(const char *v, const char *w)
 	return 0;
 }
 
-/* A plan of m with gaps (mask_pad: documents start on tile edges, as in
- * cuDNN's ragged layout) for bq x bk tiles, where the kernel takes no more
- * steps over it than over p (plan_steps; gather: 64-key tiles two a
- * step): the new plan replaces p, and per tile of each axis {first real
- * position, real positions} goes to the device (*qtile, *ktile); a kernel
- * reads tile t from there and writes only its real rows, while its cuts
- * and edges stay in the padded positions (*skv keys; 0 where p stays).
- * Two plans are tried: documents of a tile or more on edges, and every
- * document on edges (documents shorter than a tile each get their own,
- * which visits less where they are longer than about half a tile); force
- * takes the second wherever it has gaps.  KERN_OK, or KERN_ERR or
- * KERN_OOM with a message. */
+/* A padded plan tried by pad_plan. */
 struct padded {
 	struct plan p;
 	struct mask_pads pd;
@@ -309,6 +298,18 @@ static inline void pad_free(struct padded *c)
 	mask_pads_free(&c->pd);
 }
 
+/* A plan of m with gaps (mask_pad: documents start on tile edges, as in
+ * cuDNN's ragged layout) for bq x bk tiles, where the kernel takes no more
+ * steps over it than over p (plan_steps; gather: 64-key tiles two a
+ * step): the new plan replaces p, and per tile of each axis {first real
+ * position, real positions} goes to the device (*qtile, *ktile); a kernel
+ * reads tile t from there and writes only its real rows, while its cuts
+ * and edges stay in the padded positions (*skv keys; 0 where p stays).
+ * Two plans are tried: documents of a tile or more on edges, and every
+ * document on edges (documents shorter than a tile each get their own,
+ * which visits less where they are longer than about half a tile); force
+ * takes the second wherever it has gaps.  KERN_OK, or KERN_ERR or
+ * KERN_OOM with a message. */
 static inline int pad_plan(const struct mask *m, int bq, int bk, int gather, int force, struct plan *p, int2 **qtile,
     int2 **ktile, int *skv, char *err, size_t errlen)
 {
