@@ -65,11 +65,6 @@ enum { PH = 256 };
 
 /* Registers of the producer warpgroup and of each consumer after
  * setmaxnreg (the launch gives 168 to each of 384 threads). */
-/* HB_PL: the dK product of a tile runs on under the next tile's S^T and
- * dP^T (its stage is given back after the next S^T). */
-#ifndef HB_PL
-#define HB_PL 1
-#endif
 /* Measurement only: HB_NR leaves the dQ reduction out (dQ wrong);
  * HB_EVL asks L2 to keep the dQ lines (evict_last). */
 #ifndef HB_NR
@@ -229,7 +224,9 @@ struct args {
 	const int4 *item;          /* per CTA: k-tile, first tile of its walk, tiles, slot */
 	const plan_ent *ent;
 	const plan_cut *cut;
-	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
+	/* per entry: bit h whether keys 64h.. of the k-tile see some of it
+	 * (halves), its bitmask's index above (where ncut > MANY) */
+	const int32_t *einf;
 	const uint2 *bm;           /* per bitmask BK key rows of BQ query bits */
 	/* deterministic: per q-tile row of the (untransposed) plan its k-tile
 	 * runs (first k-tile, k-tiles before it in the row), and per (b, hq,
@@ -367,7 +364,7 @@ static __device__ __forceinline__ void sem_post(int *p)
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
  * get its registers. */
-template <typename T, int HD, bool DET>
+template <typename T, int HD, bool DET, bool HALF>
 __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
@@ -446,6 +443,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				/* the rows of a q-tile past a gap add zeros (their scores
 				 * are all masked) */
 				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
+				/* HD 64: a warpgroup whose keys see nothing of the tile
+				 * stages nothing */
+				const int live = HALF && HD == 64 ? a.einf[w.e] & 3 : 3;
 				int *sem = nullptr;
 				if (DET && lane == 0) {
 					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
@@ -454,6 +454,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				__syncwarp();
 #pragma unroll
 				for (int x = 0; x < 2; x++) {
+					if (!(live >> x & 1))
+						continue;
 					nbar_sync(DQF + x, NDQ);
 					if (lane == 0) {
 						const uint32_t src = s0 + M::DQ + x * 2 * BQ * 128;
@@ -487,8 +489,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					}
 				}
 				__syncwarp();
-				nbar_arrive(DQE, NDQ);
-				nbar_arrive(DQE + 1, NDQ);
+				if (live & 1)
+					nbar_arrive(DQE, NDQ);
+				if (live & 2)
+					nbar_arrive(DQE + 1, NDQ);
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -541,115 +545,153 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const bwalk cur = w;
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
+		const int live = HALF ? a.einf[cur.e] & 3 : 3;
 		more = --left > 0 && hb_next(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + ds * M::SB;
+		/* waited for even where this warpgroup's keys see nothing of the
+		 * tile: it keeps the ring's phases in step */
 		bar_wait(barq + 8 * st, (it / NST) & 1);
-		issue_sdp(st);
-
-		/* Partial tiles: the allowed scores, while the products run. */
-		uint32_t ok = kvalid;
-		if (E.ncut > MANY)
-			ok &= bm_bits(a.bm + (int64_t)a.bmi[cur.e] * BK, kr + g, t4);
-		else if (E.ncut > 0)
-			ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
-		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
-
-		/* P^T = exp2(S^T sl - L) while dP^T is still running; dV += P^T dO
-		 * goes out before dS^T is known.  L is read before the wait: read
-		 * after it, under the products' shared-memory traffic, its latency
-		 * stalled the first exponentials (ncu). */
-		float2 lv[8];
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
-		wg_wait<1>();
-		reg_fence(s);
-#if HB_PL
-		/* the last tile's dK is done: its stage is free */
-		reg_fence(dk);
-		reg_fence(da);
-		__syncwarp();
-		if (it > 0 && lane == 0)
-			bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
-#endif
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const float2 l = lv[j];
-#pragma unroll
-			for (int x = 0; x < 4; x++) {
-				const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
-				s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
-			}
-			pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
-			pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
-		}
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < BQ / 16; kk++) {
-			if constexpr (HD == 128)
-				rs128<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
-			else
-				rs64<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
-		}
-		wg_commit();
-
-		/* dS^T = P^T (dP^T - D): registers for dK, shared memory for dQ
-		 * (D, too, read before the wait). */
-		float2 dd[8];
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
-		wg_wait<1>();
-		reg_fence(dp);
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const float2 d = dd[j];
-			float ds[4];
-#pragma unroll
-			for (int x = 0; x < 4; x++)
-				ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? d.y : d.x));
-			da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
-			da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
-			sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
-			sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
-		}
-		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		/* dS^T of both warpgroups in shared memory */
-		nbar_sync(1, NT);
-
-		/* dQ = dS K: A = dS^T read M-major.  HD 128: warpgroup wg takes
-		 * columns 64wg.. over all 128 keys; HD 64: its own 64 keys, every
-		 * column (the two halves add in the workspace). */
-		float dq[32];
-#pragma unroll
-		for (int i = 0; i < 32; i++)
-			dq[i] = 0;
-		reg_fence(dq);
-		wg_fence();
-		if constexpr (HD == 128) {
-#pragma unroll
-			for (int kk = 0; kk < BK / 16; kk++)
-				ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+		if (HALF && !(live >> wg & 1)) {
+			/* This warpgroup's 64 keys see nothing of the tile (a causal
+			 * diagonal, a block-sparse or window edge): no S^T, dP^T,
+			 * dV or dK; it still sums dQ over the other half (HD 128). */
+			wg_wait<0>();
+			reg_fence(dk);
+			reg_fence(da);
+			__syncwarp();
+			if (it > 0 && lane == 0)
+				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
+			nbar_sync(1, NT);
+			if constexpr (HD == 64)
+				continue;
 		} else {
+			issue_sdp(st);
+
+			/* Partial tiles: the allowed scores, while the products run. */
+			uint32_t ok = kvalid;
+			if (E.ncut > MANY)
+				ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK, kr + g, t4);
+			else if (E.ncut > 0)
+				ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+			const float *cL = sL + st * BQ, *cD = sD + st * BQ;
+
+			/* P^T = exp2(S^T sl - L) while dP^T is still running; dV +=
+			 * P^T dO goes out before dS^T is known.  L is read before the
+			 * wait: read after it, under the products' shared-memory
+			 * traffic, its latency stalled the first exponentials (ncu). */
+			float2 lv[8];
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
+			wg_wait<1>();
+			reg_fence(s);
+			/* The last tile's dK product (left running under this
+			 * tile's S^T and dP^T) is done: its stage is free. */
+			reg_fence(dk);
+			reg_fence(da);
+			__syncwarp();
+			if (it > 0 && lane == 0)
+				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const float2 l = lv[j];
+#pragma unroll
+				for (int x = 0; x < 4; x++) {
+					const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
+					s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
+				}
+				pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
+				pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
+			}
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < BQ / 16; kk++) {
+				if constexpr (HD == 128)
+					rs128<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+				else
+					rs64<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+			}
+			wg_commit();
+
+			/* dS^T = P^T (dP^T - D): registers for dK, shared memory for
+			 * dQ (D, too, read before the wait). */
+			float2 dd[8];
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
+			wg_wait<1>();
+			reg_fence(dp);
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const float2 d = dd[j];
+				float ds[4];
+#pragma unroll
+				for (int x = 0; x < 4; x++)
+					ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? d.y : d.x));
+				da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
+				da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
+				sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
+				sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
+			}
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			/* dS^T of both warpgroups in shared memory */
+			nbar_sync(1, NT);
+		}
+
+		/* dQ = dS K: A = dS^T read M-major, over the keys of the halves
+		 * that see the tile.  HD 128: warpgroup wg takes columns 64wg..;
+		 * HD 64: its own 64 keys, every column (the two halves add in the
+		 * workspace). */
+		float dq[32];
+		if constexpr (HD == 128 && HALF) {
+			/* the first live half, then the second where both are (the
+			 * first product overwrites dq) */
+			const uint32_t h = live == 2 ? 4 * 2048 : 0;
+			wg_fence();
 #pragma unroll
 			for (int kk = 0; kk < 4; kk++)
-				ss64<1, 1>(tag, dq, desc(sS + (wg * 4 + kk) * 2048, 0),
-				    desc(s0 + M::K + (wg * 4 + kk) * 2048, 0), 1);
-		}
-		wg_commit();
-		/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major) after
-		 * dQ, so that it runs while dQ is staged */
-		wg_fence();
+				ss64<1, 1>(tag, dq, desc(sS + h + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + h + kk * 2048, 0), kk);
+			if (live == 3) {
 #pragma unroll
-		for (int kk = 0; kk < BQ / 16; kk++) {
-			if constexpr (HD == 128)
-				rs128<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
-			else
-				rs64<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+				for (int kk = 4; kk < 8; kk++)
+					ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < 32; i++)
+				dq[i] = 0;
+			reg_fence(dq);
+			wg_fence();
+			if constexpr (HD == 128) {
+#pragma unroll
+				for (int kk = 0; kk < BK / 16; kk++)
+					ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+			} else {
+#pragma unroll
+				for (int kk = 0; kk < 4; kk++)
+					ss64<1, 1>(tag, dq, desc(sS + (wg * 4 + kk) * 2048, 0),
+					    desc(s0 + M::K + (wg * 4 + kk) * 2048, 0), 1);
+			}
 		}
 		wg_commit();
-		wg_wait<1>();
+		if (!HALF || live >> wg & 1) {
+			/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major)
+			 * after dQ, so that it runs while dQ is staged and on under
+			 * the next tile's S^T and dP^T */
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < BQ / 16; kk++) {
+				if constexpr (HD == 128)
+					rs128<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+				else
+					rs64<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+			}
+			wg_commit();
+			wg_wait<1>();
+		} else {
+			wg_wait<0>();
+		}
 		reg_fence(dq);
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
@@ -676,26 +718,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 			nbar_arrive(DQF + wg, NDQ);
 		}
-#if !HB_PL
-		wg_wait<0>();
-		reg_fence(dk);
 		reg_fence(dv);
 		reg_fence(pa);
-		reg_fence(da);
-		/* this warp is done with the stage (dV and dK read it) */
-		__syncwarp();
-		if (lane == 0)
-			bar_arrive(bare + 8 * st);
-#else
-		reg_fence(dv);
-		reg_fence(pa);
-#endif
 	}
-#if HB_PL
 	wg_wait<0>();
 	reg_fence(dk);
 	reg_fence(da);
-#endif
 
 	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
 	if (item.w >= 0) {
@@ -739,7 +767,7 @@ struct state {
 	int32_t *row, *slotkt;
 	plan_ent *ent;
 	plan_cut *cut;
-	int32_t *bmi;
+	int32_t *einf;
 	uint2 *bm;
 	int4 *item;
 	int nitems, nslots;
@@ -750,6 +778,7 @@ struct state {
 	int2 *frank;
 	int *sem;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
+	int half;                  /* bwd<..., HALF> (entinfo) */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -777,7 +806,7 @@ static void fini(void *st)
 	dev_free(f->slotkt);
 	dev_free(f->ent);
 	dev_free(f->cut);
-	dev_free(f->bmi);
+	dev_free(f->einf);
 	dev_free(f->bm);
 	dev_free(f->item);
 	dev_free(f->dqa);
@@ -792,31 +821,58 @@ static void fini(void *st)
 	free(f);
 }
 
-/* The bitmasks of the partial tiles with more than MANY cuts (transposed
- * plan: a row is a k-tile, its entries q-tiles): bit q of key row k is
- * whether some cut allows (q0 + q, k0 + k) with q0 + q < sq, k0 + k < sk. */
-static int bitmasks(struct state *f, const struct plan *p)
+/* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of desc
+ * (head_items' walks from the last q-tile down), ph1 (head_items at
+ * any length, so that short checks take it), seg, seg128, seg256,
+ * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init). */
+static int hb_env(const char *w)
 {
-	int32_t *bmi = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *bmi);
+	return env_has("LONGATTN_HOPPER_BWD", w);
+}
+
+/* Per entry of the transposed plan (a row is a k-tile, its entries
+ * q-tiles): which 64-key halves of the k-tile see some of it (bits 0, 1)
+ * and, above them, the index of its bitmask where it has more than MANY
+ * cuts: bit q of key row k is whether some cut allows (q0 + q, k0 + k)
+ * with q0 + q < sq, k0 + k < sk.  The kernel skips a half that sees
+ * nothing (bwd<..., HALF>) where at least a quarter of the tiles have
+ * one: the branches cost the other tiles 3-8% (H100, round 7: full and
+ * causal 8K-32K) and save a half tile 15-20% (block_sparse_uniform
+ * 64-blocks).  LONGATTN_HOPPER_BWD=half and nohalf force it on and off,
+ * for A/B runs and checks. */
+static int entinfo(struct state *f, const struct plan *p)
+{
+	int32_t *inf = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *inf);
 	uint64_t *bm = NULL;
+	int64_t tiles = 0, halves = 0;
 	int nbm = 0, rc;
 
-	if (bmi == NULL)
+	if (inf == NULL)
 		return KERN_ERR;
 	for (int e = 0; e < p->nent; e++)
-		bmi[e] = p->ent[e].ncut > MANY ? nbm++ : -1;
+		inf[e] = p->ent[e].ncut > MANY ? nbm++ << 2 : 0;
 	if (nbm > 0 && (bm = (uint64_t *)calloc((size_t)nbm * BK, sizeof *bm)) == NULL) {
-		free(bmi);
+		free(inf);
 		return KERN_ERR;
 	}
 	for (int r = 0; r < p->nrows; r++) {
 		const int64_t k0 = (int64_t)(r % p->nkt) * BK, k1 = k0 + BK < p->sk ? k0 + BK : p->sk;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
-			if (bmi[e] < 0)
+			const struct plan_ent *E = &p->ent[e];
+			const int64_t q0 = (int64_t)E->t0 * BQ, q1 = (int64_t)E->t1 * BQ < p->sq ? (int64_t)E->t1 * BQ : p->sq;
+			for (int h = 0; h < 2; h++) {
+				const int64_t h0 = k0 + 64 * h, h1 = h0 + 64 < k1 ? h0 + 64 : k1;
+				int any = h0 < k1 && E->ncut == 0;
+				for (int c = E->cut0; c < E->cut0 + E->ncut && !any && h0 < k1; c++)
+					any = plan_cut_any(&p->cut[c], q0, q1, h0, h1);
+				inf[e] |= any << h;
+			}
+			tiles += E->t1 - E->t0;
+			halves += (inf[e] & 3) != 3 ? E->t1 - E->t0 : 0;
+			if (E->ncut <= MANY)
 				continue;
-			const int64_t q0 = (int64_t)p->ent[e].t0 * BQ, q1 = q0 + BQ < p->sq ? q0 + BQ : p->sq;
-			uint64_t *b = bm + (size_t)bmi[e] * BK;
-			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
+			uint64_t *b = bm + (size_t)(inf[e] >> 2) * BK;
+			for (int c = E->cut0; c < E->cut0 + E->ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t k = C->k0 > k0 ? C->k0 : k0; k < C->k1 && k < k1; k++) {
 					int64_t lo = C->q0 > q0 ? C->q0 : q0, hi = C->q1 < q1 ? C->q1 : q1;
@@ -830,10 +886,11 @@ static int bitmasks(struct state *f, const struct plan *p)
 			}
 		}
 	}
-	rc = upload((void **)&f->bmi, bmi, (size_t)p->nent * sizeof *bmi);
+	f->half = !hb_env("nohalf") && (hb_env("half") || 4 * halves >= tiles);
+	rc = upload((void **)&f->einf, inf, (size_t)p->nent * sizeof *inf);
 	if (rc == KERN_OK)
 		rc = upload((void **)&f->bm, bm, (size_t)nbm * BK * sizeof *bm);
-	free(bmi);
+	free(inf);
 	free(bm);
 	return rc;
 }
@@ -844,15 +901,6 @@ static int head_by_len(const void *x, const void *y)
 	if (i->z != j->z)
 		return i->z > j->z ? -1 : 1;
 	return i->x > j->x ? 1 : i->x < j->x ? -1 : 0;
-}
-
-/* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of desc
- * (head_items' walks from the last q-tile down), ph1 (head_items at
- * any length, so that short checks take it) and seg, seg128, seg256,
- * noseg (hb_seg). */
-static int hb_env(const char *w)
-{
-	return env_has("LONGATTN_HOPPER_BWD", w);
 }
 
 /* tile.cuh's walk_items cut into stretches of this many tiles, listed
@@ -1024,10 +1072,13 @@ static int det_items(struct state *f, const struct plan *p, const struct plan *p
 
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(bwd<T, HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	cudaError_t e = cudaFuncSetAttribute(bwd<T, HD, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 	    lay_smem<HD>::TOTAL);
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(bwd<T, HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		e = cudaFuncSetAttribute(bwd<T, HD, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    lay_smem<HD>::TOTAL);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(bwd<T, HD, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    lay_smem<HD>::TOTAL);
 	return e;
 }
@@ -1083,7 +1134,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if ((rc = upload((void **)&f->row, pt.row, (size_t)(pt.nrows + 1) * sizeof *pt.row)) == KERN_OK &&
 	    (rc = upload((void **)&f->ent, pt.ent, (size_t)pt.nent * sizeof *pt.ent)) == KERN_OK &&
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
-	    (rc = bitmasks(f, &pt)) == KERN_OK)
+	    (rc = entinfo(f, &pt)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
 	plan_free(&p);
 	plan_free(&pt);
@@ -1134,7 +1185,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
 	a.wsk = f->ws; a.wsv = f->ws + nws;
 	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
-	a.bmi = f->bmi; a.bm = f->bm;
+	a.einf = f->einf; a.bm = f->bm;
 	a.frow = f->frow; a.frank = f->frank; a.sem = f->sem; a.nqt = f->nqt;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
@@ -1147,9 +1198,11 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * at 32K against kv-heads fastest). */
 	dim3 grid(f->nitems, s->hkv, s->batch);
 	if (f->det)
-		bwd<T, HD, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
+		bwd<T, HD, true, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
+	else if (f->half)
+		bwd<T, HD, false, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	else
-		bwd<T, HD, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
+		bwd<T, HD, false, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
 	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {

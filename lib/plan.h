@@ -59,4 +59,21 @@ static inline int plan_cut_allows(const struct plan_cut *c, int64_t q, int64_t k
 	}
 }
 
+/* Whether the cut allows some pair of [q0,q1) x [k0,k1): k - q spans one
+ * interval over a rectangle, which must meet the cut's diagonal bounds
+ * (a kernel skips the parts of a partial tile that allow nothing). */
+static inline int plan_cut_any(const struct plan_cut *c, int64_t q0, int64_t q1, int64_t k0, int64_t k1)
+{
+	int64_t qa = q0 > c->q0 ? q0 : c->q0, qb = q1 < c->q1 ? q1 : c->q1;
+	int64_t ka = k0 > c->k0 ? k0 : c->k0, kb = k1 < c->k1 ? k1 : c->k1;
+
+	if (qa >= qb || ka >= kb)
+		return 0;
+	if ((c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL) && ka - (qb - 1) > (int64_t)c->k1 - c->q1)
+		return 0;
+	if ((c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL) && (kb - 1) - qa < (int64_t)c->k0 - c->q0)
+		return 0;
+	return 1;
+}
+
 #endif

@@ -120,6 +120,14 @@ check)
 	# walks them in stretches of 128 q-tiles, listed stretch by stretch
 	gen block_sparse_uniform 8192 -B 64 -H 2 --ratio 0.3
 	kb "stretches bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/block_sparse_uniform.8192.amask
+	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
+	# (forced here on every mask; by default where a quarter of the
+	# tiles have such a half), per-head CTAs and split walks included
+	export LONGATTN_HOPPER_BWD=half,ph1
+	kb "half bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	kb "half fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/causal.4096.amask \
+	    $M/block_sparse_uniform.8192.amask
+	unset LONGATTN_HOPPER_BWD
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
 	# tiles), the bwd's long walks split at 4096

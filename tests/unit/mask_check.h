@@ -86,6 +86,25 @@ static inline int check_plan(const struct plan *p, const unsigned char *truth, i
 					    (long long)h, (long long)qt, (long long)kt);
 					goto out;
 				}
+				/* plan_cut_any on the tile's quadrants, as a kernel
+				 * asks which part of a partial tile to skip */
+				for (int x = 0; x < 4 && en->ncut > 0; x++) {
+					int64_t qm = (q0 + q1) / 2, km = (k0 + k1) / 2;
+					int64_t a0 = x & 1 ? qm : q0, a1 = x & 1 ? q1 : qm;
+					int64_t b0 = x & 2 ? km : k0, b1 = x & 2 ? k1 : km;
+					int tr = 0, pl = 0;
+					for (int64_t q = a0; q < a1; q++)
+						for (int64_t k = b0; k < b1; k++)
+							tr |= truth[(h * sq + q) * sk + k];
+					for (int c = 0; c < en->ncut; c++)
+						pl |= plan_cut_any(&p->cut[en->cut0 + c], a0, a1, b0, b1);
+					if (pl != tr) {
+						snprintf(why, whylen, "tile (%lld,%lld,%lld) part [%lld,%lld)x[%lld,%lld): plan_cut_any %d truth %d",
+						    (long long)h, (long long)qt, (long long)kt, (long long)a0,
+						    (long long)a1, (long long)b0, (long long)b1, pl, tr);
+						goto out;
+					}
+				}
 			}
 		}
 	}
