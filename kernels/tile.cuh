@@ -375,6 +375,50 @@ static int walk_by_stretch(const void *x, const void *y)
 	return i->x < j->x ? -1 : i->x > j->x;
 }
 
+/* How long a pass of small walks takes, in tiles, if no walk is longer
+ * than cap: the CTAs as the grid dispatches them (each copy, a kv-head of
+ * a batch entry, its pieces heaviest first) to the SM that frees first,
+ * a CTA costing its tiles plus OV for its K/V load and pipeline fill, one
+ * more where it adds to a slot. */
+enum { OV = 2 };
+
+static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_t cap)
+{
+	int64_t *sm = (int64_t *)calloc(nsm, sizeof *sm), *piece = NULL, span = 0;
+	int np = 0;
+
+	for (int kt = 0; kt < n; kt++)
+		np += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+	if (sm == NULL || (piece = (int64_t *)malloc((size_t)(np ? np : 1) * sizeof *piece)) == NULL) {
+		free(sm);
+		return INT64_MAX;
+	}
+	np = 0;
+	for (int kt = 0; kt < n; kt++) {
+		const int nch = lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+		for (int i = 0; i < nch; i++)
+			piece[np++] = (lmax[kt] + nch - 1) / nch + OV + (nch > 1);
+	}
+	for (int i = 1; i < np; i++)
+		for (int j = i; j > 0 && piece[j] > piece[j - 1]; j--) {
+			const int64_t t = piece[j];
+			piece[j] = piece[j - 1];
+			piece[j - 1] = t;
+		}
+	for (int c = 0; c < copies; c++)
+		for (int i = 0; i < np; i++) {
+			int m = 0;
+			for (int k = 1; k < nsm; k++)
+				if (sm[k] < sm[m])
+					m = k;
+			sm[m] += piece[i];
+			span = sm[m] > span ? sm[m] : span;
+		}
+	free(sm);
+	free(piece);
+	return span;
+}
+
 /* The bwd CTAs, heaviest walk first.  A k-tile's walk is every q-tile of
  * every q-head of the GQA group; one longer than an eighth of an SM's fair
  * share of the whole pass is cut into stretches, each its own CTA adding
@@ -391,7 +435,9 @@ static int walk_by_stretch(const void *x, const void *y)
  * walk's start while the first are at its end: on scattered masks, where
  * walks differ in length, the CTAs in flight soon spread over every
  * q-head's Q/dO/dQ (64 MB a q-head at 64K), and L2 misses (ncu,
- * block_sparse_uniform 64K: 45 % L2 hits, DRAM 62 % busy; full: 98 %). */
+ * block_sparse_uniform 64K: 45 % L2 hits, DRAM 62 % busy; full: 98 %).
+ * A pass of under two walks of 64 tiles an SM takes the cap that
+ * walk_span says ends soonest. */
 static int walk_items(const struct plan *p, const struct attn_shape *s, int mheads, int seg,
     int4 **itemp, int *nitems, int32_t **slotktp, int *nslots)
 {
@@ -427,6 +473,20 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 		cap = total * s->batch / ((int64_t)nsm * 8) + 1;
 		if (cap < 64)
 			cap = 64;
+		/* A pass of a few tiles an SM (causal 1K: 96 CTAs of up to 64
+		 * tiles on 132 SMs) is as long as its longest CTA: a finer cut
+		 * where the dispatch, simulated, ends sooner. */
+		if (total * s->batch <= (int64_t)nsm * 2 * 64) {
+			const int copies = s->hkv * s->batch;
+			int64_t best = walk_span(lmax, n, copies, nsm, cap);
+			for (int64_t c = cap - 8; c >= 8; c -= 8) {
+				const int64_t t = walk_span(lmax, n, copies, nsm, c);
+				if (t < best) {
+					best = t;
+					cap = c;
+				}
+			}
+		}
 	}
 	for (int kt = 0; kt < n; kt++)
 		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
