@@ -476,7 +476,7 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 		/* A pass of a few tiles an SM (causal 1K: 96 CTAs of up to 64
 		 * tiles on 132 SMs) is as long as its longest CTA: a finer cut
 		 * where the dispatch, simulated, ends sooner. */
-		if (total * s->batch <= (int64_t)nsm * 2 * 64) {
+		if (total * s->batch <= (int64_t)nsm * 8 * 64) {
 			const int copies = s->hkv * s->batch;
 			int64_t best = walk_span(lmax, n, copies, nsm, cap);
 			for (int64_t c = cap - 8; c >= 8; c -= 8) {
