@@ -1,16 +1,19 @@
 #!/bin/sh
 # cpbench on a GPU host (not in make check): the NCCL comm layer against
 # known answers, --check of every strategy x mask on every GPU, then
-# benchmark rows at 8K tokens per GPU (heads 64:8, head dim 128, bf16, fwd
-# and bwd) and single-GPU flash rows at the same total for comparison.
+# benchmark rows at CPB_TPG tokens per GPU (heads 64:8, head dim 128, bf16,
+# fwd and bwd; six masks, the documents --long) and single-GPU rows at the
+# same total for comparison.
 #   sh tests/gpu/cpbench.sh [OUTDIR]      (after make -j16; NCCL_HOME=/usr where
 #                                         NCCL is a system package)
 # Writes OUTDIR/cpbench.tsv (the benchmark rows), OUTDIR/kbench.tsv and
 # OUTDIR/cpbench.log; prints ok/not ok lines.  Rows land in OUTDIR as each
 # run ends, so a run cut short still returns what it measured.
-# Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_KB=0
-# skips the single-GPU flash rows; with 4 or more GPUs usp and loongtrain
-# also run with --node-size n/2 (two pretend nodes: their inter-node rings).
+# Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_TPG
+# tokens per GPU (8192); CPB_KB=0 skips the single-GPU rows, CPB_KERN their
+# kernel (hopper; kbench says unsupported where it is not built for the
+# GPU); with 4 or more GPUs usp and loongtrain also run with --node-size n/2
+# (two pretend nodes: their inter-node rings).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -37,9 +40,9 @@ for m in full causal full_document causal_document; do
 	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-$m.tsv"
 done
 
-S=$((8192 * n))
+S=$((${CPB_TPG:-8192} * n))
 it="-w ${CPB_W:-3} -n ${CPB_N:-10}"
-for m in full causal full_document causal_document; do
+for m in full causal full_document causal_document prefix_lm_causal sliding_window_causal; do
 	case $m in *document) long=--long;; *) long=;; esac
 	maskgen -p $m -n $S -s 1 $long -o "$W/b-$m.amask" || continue
 	# shellcheck disable=SC2086
@@ -54,7 +57,7 @@ for m in full causal full_document causal_document; do
 	awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
 	[ "${CPB_KB:-1}" = 0 ] && continue
 	# shellcheck disable=SC2086
-	kbench -k flash $it "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
+	kbench -k "${CPB_KERN:-hopper}" $it "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
 	awk 'FNR > 1 || NR == 1' "$W"/k-*.tsv >"$O/kbench.tsv"
 done
 [ -f "$O/kbench.tsv" ] || : >"$O/kbench.tsv"
