@@ -382,6 +382,12 @@ static int walk_by_stretch(const void *x, const void *y)
  * more where it adds to a slot. */
 enum { OV = 2 };
 
+static int span_by_len(const void *x, const void *y)
+{
+	const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return a > b ? -1 : a < b;
+}
+
 static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_t cap)
 {
 	int64_t *sm = (int64_t *)calloc(nsm, sizeof *sm), *piece = NULL, span = 0;
@@ -399,12 +405,7 @@ static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_
 		for (int i = 0; i < nch; i++)
 			piece[np++] = (lmax[kt] + nch - 1) / nch + OV + (nch > 1);
 	}
-	for (int i = 1; i < np; i++)
-		for (int j = i; j > 0 && piece[j] > piece[j - 1]; j--) {
-			const int64_t t = piece[j];
-			piece[j] = piece[j - 1];
-			piece[j - 1] = t;
-		}
+	qsort(piece, np, sizeof *piece, span_by_len);
 	for (int c = 0; c < copies; c++)
 		for (int i = 0; i < np; i++) {
 			int m = 0;
@@ -436,7 +437,7 @@ static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_
  * walks differ in length, the CTAs in flight soon spread over every
  * q-head's Q/dO/dQ (64 MB a q-head at 64K), and L2 misses (ncu,
  * block_sparse_uniform 64K: 45 % L2 hits, DRAM 62 % busy; full: 98 %).
- * A pass of under two walks of 64 tiles an SM takes the cap that
+ * A pass of at most eight walks of 64 tiles an SM takes the cap that
  * walk_span says ends soonest. */
 static int walk_items(const struct plan *p, const struct attn_shape *s, int mheads, int seg,
     int4 **itemp, int *nitems, int32_t **slotktp, int *nslots)
