@@ -102,7 +102,12 @@ static void remember(ncclComm_t comm, int add)
 
 static int newcomm(struct comm *c, struct ncomm *n)
 {
-	if (cuda_ok(c, "init", cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking)) ||
+	int lo = 0, hi = 0;
+
+	/* The highest priority: a transfer's CTAs take the first SM that a
+	 * kernel of the caller's streams frees, not the last */
+	cudaDeviceGetStreamPriorityRange(&lo, &hi);
+	if (cuda_ok(c, "init", cudaStreamCreateWithPriority(&n->side, cudaStreamNonBlocking, hi)) ||
 	    cuda_ok(c, "init", cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming)) ||
 	    cuda_ok(c, "init", cudaMalloc((void **)&n->one, sizeof(float))))
 		return -1;

@@ -1043,17 +1043,15 @@ static void fork1(struct cp_run *r)
 static int bal_fwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
-	int rc = 0, i = 0;
+	int rc = 0;
 
 	fork1(r);
-	/* A local-only stage is launched before the transfers are enqueued
-	 * (tens of microseconds of host time in NCCL's group calls) */
-	if (b->rk->nfwd > 0 && b->rk->fwd[0].wait == 0) {
-		rc |= stage_fwd(r, b, &b->rk->fwd[0], &b->ks[b->fks[0]]);
-		i = 1;
-	}
+	/* The transfers first, though NCCL's group calls take tens of
+	 * microseconds of host time: a kernel launched before them holds
+	 * every SM (persistent CTAs do until it ends), and the transfers'
+	 * CTAs would wait for it */
 	fetch(r, b);
-	for (; i < b->rk->nfwd; i++) {
+	for (int i = 0; i < b->rk->nfwd; i++) {
 		arrived(r, b, b->rk->fwd[i].wait);
 		rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
 	}

@@ -4,8 +4,8 @@
 # benchmark rows at CPB_TPG tokens per GPU (heads 64:8, head dim 128, bf16,
 # fwd and bwd; six masks, the documents --long) and single-GPU rows at the
 # same total for comparison.
-#   sh tests/gpu/cpbench.sh [OUTDIR]      (after make -j16; NCCL_HOME=/usr where
-#                                         NCCL is a system package)
+#   sh tests/gpu/cpbench.sh [OUTDIR]      (after make -j16 all build/tests/comm;
+#                                         NCCL_HOME=/usr where NCCL is a system package)
 # Writes OUTDIR/cpbench.tsv (the benchmark rows), OUTDIR/kbench.tsv and
 # OUTDIR/cpbench.log; prints ok/not ok lines.  Rows land in OUTDIR as each
 # run ends, so a run cut short still returns what it measured.
