@@ -12,10 +12,12 @@
 # The checks: every strategy on the six benchmark masks, balanced alone on
 # the other patterns.
 # Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_TPG
-# tokens per GPU (8192); CPB_KB=0 skips the single-GPU rows, CPB_KERN their
-# kernel (hopper; kbench says unsupported where it is not built for the
-# GPU); with 4 or more GPUs usp and loongtrain also run with --node-size n/2
-# (two pretend nodes: their inter-node rings).
+# tokens per GPU (8192); CPB_MASKS the benchmark masks (the six), CPB_S the
+# strategies (all); CPB_CHECK=0 skips the checks; CPB_KB=0 skips the
+# single-GPU rows, CPB_KERN their kernel (hopper; kbench says unsupported
+# where it is not built for the GPU); with 4 or more GPUs usp and
+# loongtrain also run with --node-size n/2 (two pretend nodes: their
+# inter-node rings).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -34,29 +36,30 @@ ok "comm-nccl-exit" $?
 cat "$W/comm.out"
 
 # Every strategy on the six benchmark masks, balanced on every pattern
-for m in $(maskgen -l | cut -f1); do
+for m in $([ "${CPB_CHECK:-1}" = 0 ] || maskgen -l | cut -f1); do
 	case $m in
 	custom) continue;;
 	full|causal|full_document|causal_document|prefix_lm_causal|sliding_window_causal)
 		s=; want=12;;
 	*) s="-s balanced"; want=2;;
 	esac
-	maskgen -p $m -n 2K -s 7 -o "$W/$m.amask" || { ok "maskgen-$m" 1; continue; }
+	maskgen -p "$m" -n 2K -s 7 -o "$W/$m.amask" || { ok "maskgen-$m" 1; continue; }
 	# shellcheck disable=SC2086
 	mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v $s "$W/$m.amask" >"$W/check-$m.tsv" 2>>"$O/cpbench.log"
 	rc=$?
 	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/check-$m.tsv" | wc -l)
-	ok "cpbench-gpu-check-$m ($nok rows ok, exit $rc)" $([ $rc -eq 0 ] && [ "$nok" -eq $want ]; echo $?)
+	ok "cpbench-gpu-check-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq "$want" ]; echo $?)"
 	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-$m.tsv"
 done
 
 S=$((${CPB_TPG:-8192} * n))
 it="-w ${CPB_W:-3} -n ${CPB_N:-10}"
-for m in full causal full_document causal_document prefix_lm_causal sliding_window_causal; do
+for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal sliding_window_causal}; do
 	case $m in *document) long=--long;; *) long=;; esac
-	maskgen -p $m -n $S -s 1 $long -o "$W/b-$m.amask" || continue
 	# shellcheck disable=SC2086
-	mr 240 cpbench $it "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
+	maskgen -p "$m" -n $S -s 1 $long -o "$W/b-$m.amask" || continue
+	# shellcheck disable=SC2086
+	mr 240 cpbench $it ${CPB_S:+-s $CPB_S} "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-bench-$m" $?
 	if [ "$n" -ge 4 ]; then
 		# shellcheck disable=SC2086
