@@ -1310,8 +1310,8 @@ static int sched_piece(struct cp_sched *s, const struct cp_job *job, const struc
 
 /* The schedule of bal_fwd and bal_bwd.  Forward: every send (fetch
  * enqueues them all at once, before any stage) with the local-only stage
- * under it, then a step per stage.  Backward: the fetch, one step over every row, then the fp32
- * dK/dV partials of the received blocks go home.  Sends are counted at
+ * under it, then a step per stage.  Backward: the fetch, one step over
+ * every row, then the fp32 dK/dV partials of the received blocks go home.  Sends are counted at
  * the sender as one exchange with several peers (CPX_A2A, one group). */
 static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
 {
