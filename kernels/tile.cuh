@@ -388,20 +388,26 @@ static int span_by_len(const void *x, const void *y)
 	return a > b ? -1 : a < b;
 }
 
+/* The CTAs a walk of l tiles is cut into when none may pass cap. */
+static inline int walk_cuts(int64_t l, int64_t cap)
+{
+	return l > cap ? (int)((l + cap - 1) / cap) : 1;
+}
+
 static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_t cap)
 {
 	int64_t *sm = (int64_t *)calloc(nsm, sizeof *sm), *piece = NULL, span = 0;
 	int np = 0;
 
 	for (int kt = 0; kt < n; kt++)
-		np += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+		np += walk_cuts(lmax[kt], cap);
 	if (sm == NULL || (piece = (int64_t *)malloc((size_t)(np ? np : 1) * sizeof *piece)) == NULL) {
 		free(sm);
 		return INT64_MAX;
 	}
 	np = 0;
 	for (int kt = 0; kt < n; kt++) {
-		const int nch = lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+		const int nch = walk_cuts(lmax[kt], cap);
 		for (int i = 0; i < nch; i++)
 			piece[np++] = (lmax[kt] + nch - 1) / nch + OV + (nch > 1);
 	}
@@ -490,7 +496,7 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 		}
 	}
 	for (int kt = 0; kt < n; kt++)
-		ni += lmax[kt] > cap ? (int)((lmax[kt] + cap - 1) / cap) : 1;
+		ni += walk_cuts(lmax[kt], cap);
 	if (ni > 65535 || (item = (int4 *)calloc(ni ? ni : 1, sizeof *item)) == NULL)
 		goto fail;
 	ni = 0;
