@@ -1,9 +1,14 @@
 /* The comm layer over NCCL, on device buffers.  Communicators are
- * nonblocking (config.blocking = 0): every call returns at once and is
- * settled by polling ncclCommGetAsyncError against a deadline, so a dead
- * peer shows up as a timeout here or in the watchdog, and ncclCommAbort
- * can stop the kernels that wait for it.  Paired exchanges run on a side
- * stream per communicator so that they overlap the caller's compute. */
+ * blocking by default: a nonblocking group call leaves its work to a host
+ * thread of NCCL's and is polled here until it settles, about 70 us of
+ * host time per exchange (round 8), which a short pass pays at its start.
+ * A dead peer is found either way: comm.c's watchdog times every call,
+ * blocking or not, and the events recorded after each enqueue;
+ * ncclCommAbort then stops the kernels that wait for it.
+ * LONGATTN_NCCL_BLOCKING=0 makes them nonblocking (config.blocking = 0),
+ * every call settled by polling ncclCommGetAsyncError against a deadline.
+ * Paired exchanges run on a side stream per communicator so that they
+ * overlap the caller's compute. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <nccl.h>
@@ -59,6 +64,13 @@ static int say(const struct comm *c, const char *op, const char *what)
 	fprintf(stderr, "%s: rank %d: nccl %s: %s\n", program_invocation_short_name,
 	    c->world->rank, op, what);
 	return -1;
+}
+
+static int blocking(void)
+{
+	const char *s = getenv("LONGATTN_NCCL_BLOCKING");
+
+	return s == NULL || strcmp(s, "0") != 0;
 }
 
 /* A nonblocking call is done when the async state leaves ncclInProgress. */
@@ -148,7 +160,7 @@ static int n_init(struct comm *w, char *err, size_t errlen)
 	if (boot_bcast(w->boot, "ncclid", &id, sizeof id, 0, err, errlen) == -1)
 		return -1;
 	n = xcalloc(1, sizeof *n);
-	cfg.blocking = 0;
+	cfg.blocking = blocking();
 	r = ncclCommInitRankConfig(&n->nc, w->size, id, w->rank, &cfg);
 	if (settle(w, n->nc, r, "ncclCommInitRank") == -1 || newcomm(w, n) == -1) {
 		snprintf(err, errlen, "rank %d: NCCL init failed", w->rank);
@@ -167,7 +179,7 @@ static int n_split(struct comm *c, int color, int key, struct comm *out)
 	ncclResult_t r;
 	int rank, size;
 
-	cfg.blocking = 0;
+	cfg.blocking = blocking();
 	r = ncclCommSplit(nc(c)->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &n->nc, &cfg);
 	/* The parent settles the split; the child may then be NULL (no color) */
 	if (settle(c, nc(c)->nc, r, "ncclCommSplit") == -1 ||

@@ -813,10 +813,10 @@ struct bal {
 	int me, *pos;               /* pos[chunk]: its place in its owner's shard */
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
 	float *ltmp;                /* a stage's lse [hq][rows] */
-	float *sendf;               /* backward: fp32 dK | dV of the received blocks */
-	float *ret;                 /* partials of own blocks that came home, per step */
-	float *tmpf;                /* a run of own dK or dV in fp32 */
+	void *ret;                  /* backward: partials of own blocks that came home, per step */
 	int64_t *retoff;            /* [world] elements into ret */
+	int64_t *runs;              /* ops buffer: per step, {own token, ret token, tokens} */
+	int *run0;                  /* [world]: step s's runs are [run0[s], run0[s+1]) */
 	struct kstate *ks;
 	int nks, *fks, *bks;        /* stage -> kstate */
 	struct comm_req **rin, **rout, **rret;
@@ -932,13 +932,13 @@ static void settle(struct cp_run *r, struct bal *b)
 	b->nout = 0;
 }
 
-/* Backward: the fp32 dK/dV partials of the blocks received at step s go
- * back to their sender, and those of own blocks come from whoever read
- * them, into ret. */
+/* Backward: the dK/dV partials of the blocks received at step s go back to
+ * their sender as the kernel wrote them, and those of own blocks come from
+ * whoever read them, into ret. */
 static void give_back(struct cp_run *r, struct bal *b)
 {
 	int W = b->p.world, me = b->me;
-	int64_t T = b->p.T, E = b->E, nb = b->rk->nblk;
+	int64_t T = b->p.T, E = b->E;
 
 	for (int s = 0; s < W - 1; s++) {
 		int to = cp_bpeer(&b->p, me, s, 0), from = cp_bpeer(&b->p, me, s, 1), fi, fo;
@@ -954,38 +954,28 @@ static void give_back(struct cp_run *r, struct bal *b)
 		if (mine == 0 && theirs == 0)
 			continue;
 		if (mine > 0) {
-			int64_t k0 = b->rk->msg[fi].b0 * T;
-			sv[0] = (struct comm_seg){ b->sendf + k0 * E, mine * T * E };
-			sv[1] = (struct comm_seg){ b->sendf + (nb * T + k0) * E, mine * T * E };
+			int64_t k0 = b->c + b->rk->msg[fi].b0 * T;
+			sv[0] = (struct comm_seg){ at(r->dk, k0, E, r->es), mine * T * E };
+			sv[1] = (struct comm_seg){ at(r->dv, k0, E, r->es), mine * T * E };
 		}
-		rv[0] = (struct comm_seg){ b->ret + b->retoff[s], theirs * T * E };
-		rv[1] = (struct comm_seg){ b->ret + b->retoff[s] + theirs * T * E, theirs * T * E };
+		rv[0] = (struct comm_seg){ at(b->ret, b->retoff[s], 1, r->es), theirs * T * E };
+		rv[1] = (struct comm_seg){ at(b->ret, b->retoff[s] + theirs * T * E, 1, r->es), theirs * T * E };
 		if (comm_iexchange(r->env->world, sv, mine ? 2 : 0, mine ? to : -1, rv, theirs ? 2 : 0,
-		                   theirs ? from : -1, CT_F32, r->x.stream[0], &b->rret[s]) < 0)
+		                   theirs ? from : -1, r->type, r->x.stream[0], &b->rret[s]) < 0)
 			cp_commfail(r, "exchange");
 	}
 }
 
-/* Own dK (or dV) tokens [so, so+len) += an fp32 partial, summed in fp32. */
-static void add_run(struct cp_run *r, struct bal *b, void *d, int64_t so, int64_t len, const float *part)
-{
-	void *dst = at(d, so, b->E, r->es);
-
-	ops_zero(&r->x, b->tmpf, len * b->E * sizeof(float), 0);
-	ops_acc2d(&r->x, b->tmpf, 0, dst, r->type, 0, len * b->E, 1, 0);
-	ops_acc2d(&r->x, b->tmpf, 0, part, CT_F32, 0, len * b->E, 1, 0);
-	ops_cast(&r->x, dst, r->type, b->tmpf, len * b->E, 0);
-}
-
-/* ... and once they are here, into own dK/dV. */
+/* ... and once they are here, into own dK/dV: one launch each a step, the
+ * sum in fp32 and rounded once, as if the partial had never been rounded
+ * on the way. */
 static void take_back(struct cp_run *r, struct bal *b)
 {
-	int W = b->p.world, me = b->me;
 	int64_t T = b->p.T, E = b->E;
 
-	for (int s = 0; s < W - 1; s++) {
-		int from = cp_bpeer(&b->p, me, s, 1), fo, no;
-		int64_t theirs = 0, off = 0;
+	for (int s = 0; s < b->p.world - 1; s++) {
+		int from = cp_bpeer(&b->p, b->me, s, 1), fo, no, n = b->run0[s + 1] - b->run0[s];
+		int64_t theirs = 0;
 
 		if (b->rret[s] == NULL)
 			continue;
@@ -995,15 +985,10 @@ static void take_back(struct cp_run *r, struct bal *b)
 		no = step_msgs(&b->p.rank[from], s, &fo);
 		for (int i = 0; i < no; i++)
 			theirs += b->p.rank[from].msg[fo + i].nb;
-		for (int i = 0; i < no; i++) {
-			int k = msg_runs(b, from, fo + i);
-			for (int j = 0; j < k; j++) {
-				float *src = b->ret + b->retoff[s] + off * E;
-				add_run(r, b, r->dk, b->so[j], b->len[j], src);
-				add_run(r, b, r->dv, b->so[j], b->len[j], src + theirs * T * E);
-				off += b->len[j];
-			}
-		}
+		ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, r->es),
+		            b->runs + 3 * b->run0[s], n, E, 0);
+		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + theirs * T * E, 1, r->es),
+		            b->runs + 3 * b->run0[s], n, E, 0);
 	}
 }
 
@@ -1065,7 +1050,6 @@ static int bal_bwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
 	const struct kstate *k = &b->ks[b->bks[0]];
-	int64_t nb = b->rk->nblk * b->p.T * b->E;
 	int rc = 0;
 
 	fork1(r);
@@ -1079,11 +1063,6 @@ static int bal_bwd(struct cp_run *r)
 		struct attn_io io = { r->q, r->k, r->v, r->o, r->lse, r->dout, r->dq, r->dk, r->dv,
 		                      r->x.stream[0] };
 		rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
-	}
-	if (nb > 0) {
-		ops_zero(&r->x, b->sendf, 2 * nb * sizeof(float), 0);
-		ops_acc2d(&r->x, b->sendf, 0, at(r->dk, b->c, b->E, r->es), r->type, 0, nb, 1, 0);
-		ops_acc2d(&r->x, b->sendf + nb, 0, at(r->dv, b->c, b->E, r->es), r->type, 0, nb, 1, 0);
 	}
 	give_back(r, b);
 	take_back(r, b);
@@ -1169,6 +1148,44 @@ static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, in
 	return st;
 }
 
+/* take_back's runs, made once: per step, where each returned partial's
+ * tokens sit in own shard, and where in ret. */
+static int return_runs(struct cp_run *r, struct bal *b)
+{
+	const struct cp_bplan *p = &b->p;
+	int64_t *h = NULL;
+	int n = 0, bad = 0;
+
+	for (int s = 0; s < p->world - 1; s++) {
+		int from = cp_bpeer(p, b->me, s, 1), fo, no = step_msgs(&p->rank[from], s, &fo);
+		int64_t off = 0;
+
+		b->run0[s] = n;
+		for (int i = 0; i < no; i++) {
+			int k = msg_runs(b, from, fo + i);
+
+			h = xrealloc(h, 3 * (n + k) * sizeof *h);
+			for (int j = 0; j < k; j++, n++) {
+				h[3 * n] = b->so[j];
+				h[3 * n + 1] = off;
+				h[3 * n + 2] = b->len[j];
+				off += b->len[j];
+			}
+		}
+	}
+	b->run0[p->world - 1] = n;
+	b->runs = cp_alloc(r, (3 * n + 1) * sizeof *h, &bad);
+	if (bad) {
+		free(h);
+		cp_fail(r, "out of memory for the transfers");
+		return CP_OOM;
+	}
+	if (n > 0)
+		ops_upload(&r->x, b->runs, h, 3 * n * sizeof *h);
+	free(h);
+	return CP_OK;
+}
+
 static int bal_setup(struct cp_run *r)
 {
 	struct bal *b = r->self;
@@ -1194,6 +1211,7 @@ static int bal_setup(struct cp_run *r)
 	b->rout = xcalloc((size_t)p->world * (maxnb + 1), sizeof *b->rout);
 	b->rret = xcalloc(p->world, sizeof *b->rret);
 	b->retoff = xcalloc(p->world, sizeof *b->retoff);
+	b->run0 = xcalloc(p->world + 1, sizeof *b->run0);
 	for (int i = 0; i < b->rk->nfwd; i++)
 		if (b->rk->fwd[i].q1 - b->rk->fwd[i].q0 < b->c &&
 		    b->rk->fwd[i].q1 - b->rk->fwd[i].q0 > maxrows)
@@ -1208,9 +1226,7 @@ static int bal_setup(struct cp_run *r)
 			for (int i = 0; i < no; i++)
 				nret += 2 * p->rank[from].msg[fo + i].nb * p->T * b->E;
 		}
-		b->sendf = cp_alloc(r, (2 * b->rk->nblk * p->T + 1) * b->E * sizeof(float), &bad);
-		b->ret = cp_alloc(r, (nret + 1) * sizeof(float), &bad);
-		b->tmpf = cp_alloc(r, (b->c + 1) * b->E * sizeof(float), &bad);
+		b->ret = cp_alloc(r, (nret + 1) * r->es, &bad);
 	}
 	if (bad) {
 		cp_fail(r, "out of memory for the transfers");
@@ -1220,6 +1236,8 @@ static int bal_setup(struct cp_run *r)
 	for (int rr = 0; rr < p->world; rr++)
 		for (int k = 0; k < p->per; k++)
 			b->pos[p->rank[rr].chunk[k]] = k;
+	if (bwd && (st = return_runs(r, b)) != CP_OK)
+		return st;
 	b->ks = xcalloc(b->rk->nfwd + b->rk->nbwd, sizeof *b->ks);
 	b->fks = xcalloc(b->rk->nfwd + 1, sizeof *b->fks);
 	b->bks = xcalloc(b->rk->nbwd + 1, sizeof *b->bks);
@@ -1246,7 +1264,7 @@ static void bal_fini(struct cp_run *r)
 			r->env->kern->fini(b->ks[i].kst);
 		mask_free(&b->ks[i].piece);
 	}
-	cp_free(r, (void *[]){ b->ltmp, b->sendf, b->ret, b->tmpf }, 4);
+	cp_free(r, (void *[]){ b->ltmp, b->ret, b->runs }, 3);
 	free(b->ks);
 	free(b->fks);
 	free(b->bks);
@@ -1260,6 +1278,7 @@ static void bal_fini(struct cp_run *r)
 	free(b->rout);
 	free(b->rret);
 	free(b->retoff);
+	free(b->run0);
 }
 
 static int run(const struct cp_env *env, const struct cp_job *job, struct cp_result *res)
@@ -1350,7 +1369,7 @@ static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
 				cps_xfer(s, &first->x, CPX_A2A, me, to, nb * p.kv_bytes);
 				first->x.nops++;
 			}
-			/* backward: what this rank read of to's blocks goes back in fp32 */
+			/* backward: what this rank read of to's blocks goes back */
 			if (bwd) {
 				int from = cp_bpeer(&p, me, st, 0), fi, ni = step_msgs(rk, st, &fi);
 				double back = 0;
@@ -1358,7 +1377,7 @@ static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
 					back += rk->msg[fi + m].nb;
 				if (back > 0) {
 					struct cp_step *last = cps_at(s, me, 2);
-					cps_xfer(s, &last->x, CPX_A2A, me, from, back * p.kv_bytes * 4 / 2);
+					cps_xfer(s, &last->x, CPX_A2A, me, from, back * p.kv_bytes);
 					last->x.nops++;
 				}
 			}
@@ -1368,8 +1387,8 @@ static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
 			if ((ai = sched_piece(s, job, &p, me, rk->nbwd > 0 ? &rk->bwd[0] : &all)) < -1)
 				rc = CP_ERROR;
 			cps_at(s, me, 1)->attn = ai;
-			/* the partials summed into own dK/dV in fp32 */
-			cps_at(s, me, 2)->mem += rk->nblk * p.kv_bytes * 4;
+			/* the partials added to own dK/dV: both read, one written */
+			cps_at(s, me, 2)->mem += rk->nblk * p.kv_bytes * 3;
 			cps_at(s, me, 2)->nmem += 2;
 			continue;
 		}

@@ -191,6 +191,22 @@ void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, in
 		((uint16_t *)dst)[i] = type == CT_FP16 ? half_to_fp16(src[i]) : half_to_bf16(src[i]);
 }
 
+void ops_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
+                 int n, int64_t E, int s)
+{
+	ON_GPU(opsg_addruns(x, dst, type, src, runs, n, E, s));
+	(void)s;
+	for (int i = 0; i < n; i++) {
+		const int64_t *r = runs + 3 * i;
+
+		for (int64_t j = 0; j < r[2] * E; j++) {
+			float v = load(dst, type, r[0] * E + j) + load(src, type, r[1] * E + j);
+
+			ops_cast(x, (char *)dst + (size_t)(r[0] * E + j) * comm_type_size(type), type, &v, 1, 0);
+		}
+	}
+}
+
 void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                int type, int b, int64_t sq, int h, int d, int s)
 {
@@ -234,7 +250,7 @@ void ops_sync(struct ops *x)
 
 void ops_tstart(struct ops *x)
 {
-	ON_GPU(opsg_record(x, 0, 0));
+	ON_GPU(opsg_tstart(x));
 	x->t0 = now_ms();
 }
 

@@ -67,6 +67,24 @@ __global__ static void k_cast(void *d, int type, const float *s, size_t n)
 	}
 }
 
+/* Block row y adds run y; the runs are a few, their tokens many. */
+__global__ static void k_addruns(void *d, int type, const void *s, const int64_t *runs, int64_t E)
+{
+	const int64_t *r = runs + 3 * blockIdx.y;
+	size_t n = r[2] * E, d0 = r[0] * E, s0 = r[1] * E;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		float v = ld(d, type, d0 + i) + ld(s, type, s0 + i);
+
+		if (type == CT_F32)
+			((float *)d)[d0 + i] = v;
+		else if (type == CT_FP16)
+			((__half *)d)[d0 + i] = __float2half_rn(v);
+		else
+			((__nv_bfloat16 *)d)[d0 + i] = __float2bfloat16_rn(v);
+	}
+}
+
 /* One warp per (b, q, h) row: the weights once, then the d elements. */
 __global__ static void k_merge(float *o, float *lse, const void *op, const float *lsep,
                                int type, int b, int64_t sq, int h, int d)
@@ -110,6 +128,15 @@ int opsg_init(struct ops *x, char *err, size_t errlen)
 		snprintf(err, errlen, "streams: %s", cudaGetErrorString(e));
 		return -1;
 	}
+	/* As kbench's: outside the tracker, not the strategy's memory */
+	int dev = 0, l2 = 0;
+	cudaGetDevice(&dev);
+	cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+	x->flushlen = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+	if ((e = cudaMalloc(&x->flush, x->flushlen)) != cudaSuccess) {
+		snprintf(err, errlen, "L2 flush buffer: %s", cudaGetErrorString(e));
+		return -1;
+	}
 	return 0;
 }
 
@@ -122,6 +149,7 @@ void opsg_fini(struct ops *x)
 	for (int i = 0; i < OPS_NSTREAM; i++)
 		if (x->stream[i])
 			cudaStreamDestroy(S(x, i));
+	cudaFree(x->flush);
 }
 
 void opsg_check(struct ops *x, const char *what)
@@ -182,6 +210,18 @@ void opsg_cast(struct ops *x, void *dst, int type, const float *src, size_t n, i
 	opsg_check(x, "cast");
 }
 
+void opsg_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
+                  int n, int64_t E, int s)
+{
+	/* a run's part of the grid as if it held the longest run's elements */
+	for (int i = 0; i < n; i += 65535) {
+		int m = n - i < 65535 ? n - i : 65535;
+
+		k_addruns<<<dim3(64, m), 256, 0, S(x, s)>>>(dst, type, src, runs + 3 * i, E);
+	}
+	opsg_check(x, "add");
+}
+
 void opsg_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                 int type, int b, int64_t sq, int h, int d, int s)
 {
@@ -210,6 +250,12 @@ void opsg_sync(struct ops *x)
 	for (int i = 0; i < OPS_NSTREAM; i++)
 		fail(x, "stream", cudaStreamSynchronize(S(x, i)));
 	fail(x, "device", cudaDeviceSynchronize());
+}
+
+void opsg_tstart(struct ops *x)
+{
+	fail(x, "flush", cudaMemsetAsync(x->flush, 0, x->flushlen, S(x, 0)));
+	opsg_record(x, 0, 0);
 }
 
 double opsg_elapsed(struct ops *x, int e0, int e1)

@@ -186,6 +186,26 @@ static void buffers(void)
 		ok(good, "2-D copy: rows of width bytes, pitches respected");
 	}
 	{
+		/* runs of 3-element tokens: dst tokens 4-5 and 0 from src tokens
+		 * 0-1 and 2, summed in fp32, rounded once; tokens 1-3 untouched */
+		const int64_t runs[] = { 4, 0, 2, 0, 2, 1 };
+		uint16_t d[18], sr[9], d0[18];
+		for (int i = 0; i < 18; i++)
+			d0[i] = d[i] = half_to_bf16((float)(rng_double(&g) * 2 - 1));
+		for (int i = 0; i < 9; i++)
+			sr[i] = half_to_bf16((float)(rng_double(&g) * 2 - 1));
+		ops_addruns(&x, d, CT_BF16, sr, runs, 2, 3, 0);
+		good = 1;
+		for (int t = 0; t < 6; t++)
+			for (int e = 0; e < 3; e++) {
+				int u = t >= 4 ? t - 4 : t == 0 ? 2 : -1, i = t * 3 + e;
+				uint16_t want = u < 0 ? d0[i] :
+				    half_to_bf16(half_from_bf16(d0[i]) + half_from_bf16(sr[u * 3 + e]));
+				good &= d[i] == want;
+			}
+		ok(good, "runs add into exactly their tokens, rounded once");
+	}
+	{
 		void *a = ops_alloc(&x, 1000), *b;
 		ops_peak_reset(&x);
 		b = ops_alloc(&x, 3000);
