@@ -10,7 +10,7 @@
 # OUTDIR/cpbench.log; prints ok/not ok lines.  Rows land in OUTDIR as each
 # run ends, so a run cut short still returns what it measured.
 # The checks: every strategy on the six benchmark masks, balanced alone on
-# the other patterns; and a rank killed mid-job must end it.
+# the other patterns; and a rank that dies or hangs mid-job must end it.
 # Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_TPG
 # tokens per GPU (8192); CPB_MASKS the benchmark masks (the six), CPB_S the
 # strategies (all); CPB_CHECK=0 skips the checks; CPB_KB=0 skips the
@@ -35,16 +35,21 @@ mr 60 build/tests/comm nccl >"$W/comm.out" 2>&1
 ok "comm-nccl-exit" $?
 cat "$W/comm.out"
 
-# A rank that dies mid-job ends it, within the watchdog's time, with the
-# communicators blocking (the default) and not
+# A rank that dies or hangs mid-job ends it, within the watchdog's time,
+# with the communicators blocking (the default) and not: a hanging rank
+# leaves its peer blocked in NCCL, which only the watchdog can end
+maskgen -p causal -n 4K -s 7 -o "$W/die.amask"
 for bl in $([ "${CPB_CHECK:-1}" = 0 ] || echo 1 0); do
-	maskgen -p causal -n 4K -s 7 -o "$W/die.amask"
-	t0=$(date +%s)
-	LONGATTN_NCCL_BLOCKING=$bl LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=5 LONGATTN_TIMEOUT=10 \
-	    mr 90 cpbench -H 8:4 -D 128 -w 1 -n 3 -s balanced,ring_p2p "$W/die.amask" >/dev/null 2>"$W/die.err"
-	rc=$? t=$(($(date +%s) - t0))
-	ok "cpbench-gpu-dead-rank-blocking-$bl (exit $rc after $t s)" "$([ $rc -ne 0 ] && [ $rc -ne 124 ]; echo $?)"
-	tail -3 "$W/die.err" | sed 's/^/#  /'
+	for how in kill hang; do
+		t0=$(date +%s)
+		LONGATTN_NCCL_BLOCKING=$bl LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=5 LONGATTN_DIE_HOW=$how \
+		    LONGATTN_TIMEOUT=10 mr 90 cpbench -H 8:4 -D 128 -w 1 -n 3 -s balanced,ring_p2p \
+		    "$W/die.amask" >/dev/null 2>"$W/die.err"
+		rc=$? t=$(($(date +%s) - t0))
+		ok "cpbench-gpu-dead-rank-$how-blocking-$bl (exit $rc after $t s)" \
+		    "$([ $rc -ne 0 ] && [ $rc -ne 124 ]; echo $?)"
+		grep -v -e '^cpbench: rank [0-9]*/' -e '^---' "$W/die.err" | tail -2 | sed 's/^/#  /'
+	done
 done
 
 # Every strategy on the six benchmark masks, balanced on every pattern
