@@ -13,7 +13,8 @@
 # the other patterns; and a rank that dies or hangs mid-job must end it.
 # Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_TPG
 # tokens per GPU (8192); CPB_MASKS the benchmark masks (the six), CPB_S the
-# strategies (all); CPB_CHECK=0 skips the checks; CPB_KB=0 skips the
+# strategies (all); CPB_CHECK=0 skips the checks, CPB_CHECK=die runs only
+# the dead and hanging rank's; CPB_KB=0 skips the
 # single-GPU rows, CPB_KERN their kernel (hopper; kbench says unsupported
 # where it is not built for the GPU); with 4 or more GPUs usp and
 # loongtrain also run with --node-size n/2 (two pretend nodes: their
@@ -53,7 +54,7 @@ for bl in $([ "${CPB_CHECK:-1}" = 0 ] || echo 1 0); do
 done
 
 # Every strategy on the six benchmark masks, balanced on every pattern
-for m in $([ "${CPB_CHECK:-1}" = 0 ] || maskgen -l | cut -f1); do
+for m in $([ "${CPB_CHECK:-1}" != 1 ] || maskgen -l | cut -f1); do
 	case $m in
 	custom) continue;;
 	full|causal|full_document|causal_document|prefix_lm_causal|sliding_window_causal)
