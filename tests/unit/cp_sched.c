@@ -421,8 +421,8 @@ int main(void)
 	}
 	/* balanced: its own plan decides the layout, so the brute force is of
 	 * what the plan says: every pair once, and each rank sends exactly the
-	 * key blocks its peers receive from it (forward), fp32 partials of them
-	 * back (backward) */
+	 * key blocks its peers receive from it (forward), and partials of them
+	 * back in the same dtype (backward) */
 	{
 		extern const struct cp_ops cp_balanced;
 		int good = 1, nrun = 0;
@@ -445,7 +445,7 @@ int main(void)
 						continue;
 					}
 					for (int r = 0; r < w; r++)
-						want += p.rank[r].nblk * p.kv_bytes * (bwd ? 3 : 1);
+						want += p.rank[r].nblk * p.kv_bytes * (bwd ? 2 : 1);
 					cp_balanced_free(&p);
 					if (cp_balanced.sched(&job, w, w > 1 ? w / 2 : 1, &s) != CP_OK) {
 						printf("# balanced sched: %s\n", s.why);
