@@ -814,7 +814,7 @@ struct bal {
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
 	float *ltmp;                /* a stage's lse [hq][rows] */
 	void *ret;                  /* backward: partials of own blocks that came home, per step */
-	int64_t *retoff;            /* [world] elements into ret */
+	int64_t *retoff;            /* [world] elements into ret: step s's dK | dV from retoff[s] to [s+1] */
 	int64_t *runs;              /* ops buffer: per step, {own token, ret token, tokens} */
 	int *run0;                  /* [world]: step s's runs are [run0[s], run0[s+1]) */
 	struct kstate *ks;
@@ -941,27 +941,25 @@ static void give_back(struct cp_run *r, struct bal *b)
 	int64_t T = b->p.T, E = b->E;
 
 	for (int s = 0; s < W - 1; s++) {
-		int to = cp_bpeer(&b->p, me, s, 0), from = cp_bpeer(&b->p, me, s, 1), fi, fo;
-		int ni = step_msgs(b->rk, s, &fi), no = step_msgs(&b->p.rank[from], s, &fo);
-		int64_t mine = 0, theirs = 0;
+		int to = cp_bpeer(&b->p, me, s, 0), from = cp_bpeer(&b->p, me, s, 1), fi;
+		int ni = step_msgs(b->rk, s, &fi);
+		int64_t mine = 0, half = (b->retoff[s + 1] - b->retoff[s]) / 2;
 		struct comm_seg sv[2], rv[2];
 
 		if (ni > 0)
 			mine = b->rk->msg[fi + ni - 1].b0 + b->rk->msg[fi + ni - 1].nb - b->rk->msg[fi].b0;
-		for (int i = 0; i < no; i++)
-			theirs += b->p.rank[from].msg[fo + i].nb;
 		b->rret[s] = NULL;
-		if (mine == 0 && theirs == 0)
+		if (mine == 0 && half == 0)
 			continue;
 		if (mine > 0) {
 			int64_t k0 = b->c + b->rk->msg[fi].b0 * T;
 			sv[0] = (struct comm_seg){ at(r->dk, k0, E, r->es), mine * T * E };
 			sv[1] = (struct comm_seg){ at(r->dv, k0, E, r->es), mine * T * E };
 		}
-		rv[0] = (struct comm_seg){ at(b->ret, b->retoff[s], 1, r->es), theirs * T * E };
-		rv[1] = (struct comm_seg){ at(b->ret, b->retoff[s] + theirs * T * E, 1, r->es), theirs * T * E };
-		if (comm_iexchange(r->env->world, sv, mine ? 2 : 0, mine ? to : -1, rv, theirs ? 2 : 0,
-		                   theirs ? from : -1, r->type, r->x.stream[0], &b->rret[s]) < 0)
+		rv[0] = (struct comm_seg){ at(b->ret, b->retoff[s], 1, r->es), half };
+		rv[1] = (struct comm_seg){ at(b->ret, b->retoff[s] + half, 1, r->es), half };
+		if (comm_iexchange(r->env->world, sv, mine ? 2 : 0, mine ? to : -1, rv, half ? 2 : 0,
+		                   half ? from : -1, r->type, r->x.stream[0], &b->rret[s]) < 0)
 			cp_commfail(r, "exchange");
 	}
 }
@@ -971,24 +969,19 @@ static void give_back(struct cp_run *r, struct bal *b)
  * on the way. */
 static void take_back(struct cp_run *r, struct bal *b)
 {
-	int64_t T = b->p.T, E = b->E;
-
 	for (int s = 0; s < b->p.world - 1; s++) {
-		int from = cp_bpeer(&b->p, b->me, s, 1), fo, no, n = b->run0[s + 1] - b->run0[s];
-		int64_t theirs = 0;
+		int n = b->run0[s + 1] - b->run0[s];
+		int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
 
 		if (b->rret[s] == NULL)
 			continue;
 		if (comm_wait(b->rret[s], r->x.stream[0]) < 0)
 			cp_commfail(r, "exchange wait");
 		b->rret[s] = NULL;
-		no = step_msgs(&b->p.rank[from], s, &fo);
-		for (int i = 0; i < no; i++)
-			theirs += b->p.rank[from].msg[fo + i].nb;
 		ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, r->es),
-		            b->runs + 3 * b->run0[s], n, E, 0);
-		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + theirs * T * E, 1, r->es),
-		            b->runs + 3 * b->run0[s], n, E, 0);
+		            b->runs + 3 * b->run0[s], n, b->E, 0);
+		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + half, 1, r->es),
+		            b->runs + 3 * b->run0[s], n, b->E, 0);
 	}
 }
 
@@ -1226,6 +1219,7 @@ static int bal_setup(struct cp_run *r)
 			for (int i = 0; i < no; i++)
 				nret += 2 * p->rank[from].msg[fo + i].nb * p->T * b->E;
 		}
+		b->retoff[p->world - 1] = nret;
 		b->ret = cp_alloc(r, (nret + 1) * r->es, &bad);
 	}
 	if (bad) {

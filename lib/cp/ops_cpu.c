@@ -169,6 +169,15 @@ static inline float load(const void *p, int type, size_t i)
 	}
 }
 
+static inline void store(void *p, int type, size_t i, float v)
+{
+	switch (type) {
+	case CT_F32:  ((float *)p)[i] = v; break;
+	case CT_FP16: ((uint16_t *)p)[i] = half_to_fp16(v); break;
+	default:      ((uint16_t *)p)[i] = half_to_bf16(v); break;
+	}
+}
+
 void ops_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int type,
                size_t spitch, size_t width, size_t rows, int s)
 {
@@ -188,7 +197,7 @@ void ops_cast(struct ops *x, void *dst, int type, const float *src, size_t n, in
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		((uint16_t *)dst)[i] = type == CT_FP16 ? half_to_fp16(src[i]) : half_to_bf16(src[i]);
+		store(dst, type, i, src[i]);
 }
 
 void ops_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
@@ -199,11 +208,8 @@ void ops_addruns(struct ops *x, void *dst, int type, const void *src, const int6
 	for (int i = 0; i < n; i++) {
 		const int64_t *r = runs + 3 * i;
 
-		for (int64_t j = 0; j < r[2] * E; j++) {
-			float v = load(dst, type, r[0] * E + j) + load(src, type, r[1] * E + j);
-
-			ops_cast(x, (char *)dst + (size_t)(r[0] * E + j) * comm_type_size(type), type, &v, 1, 0);
-		}
+		for (int64_t j = 0; j < r[2] * E; j++)
+			store(dst, type, r[0] * E + j, load(dst, type, r[0] * E + j) + load(src, type, r[1] * E + j));
 	}
 }
 

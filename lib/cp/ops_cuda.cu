@@ -38,6 +38,16 @@ __device__ static inline float ld(const void *p, int type, size_t i)
 	return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
 
+__device__ static inline void st(void *p, int type, size_t i, float v)
+{
+	if (type == CT_F32)
+		((float *)p)[i] = v;
+	else if (type == CT_FP16)
+		((__half *)p)[i] = __float2half_rn(v);
+	else
+		((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+
 __global__ static void k_fill(float *d, float v, size_t n)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -57,14 +67,8 @@ __global__ static void k_acc2d(float *d, size_t dp, const void *s, int type, siz
 
 __global__ static void k_cast(void *d, int type, const float *s, size_t n)
 {
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-		if (type == CT_F32)
-			((float *)d)[i] = s[i];
-		else if (type == CT_FP16)
-			((__half *)d)[i] = __float2half_rn(s[i]);
-		else
-			((__nv_bfloat16 *)d)[i] = __float2bfloat16_rn(s[i]);
-	}
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		st(d, type, i, s[i]);
 }
 
 /* Block row y adds run y; the runs are a few, their tokens many. */
@@ -73,16 +77,8 @@ __global__ static void k_addruns(void *d, int type, const void *s, const int64_t
 	const int64_t *r = runs + 3 * blockIdx.y;
 	size_t n = r[2] * E, d0 = r[0] * E, s0 = r[1] * E;
 
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-		float v = ld(d, type, d0 + i) + ld(s, type, s0 + i);
-
-		if (type == CT_F32)
-			((float *)d)[d0 + i] = v;
-		else if (type == CT_FP16)
-			((__half *)d)[d0 + i] = __float2half_rn(v);
-		else
-			((__nv_bfloat16 *)d)[d0 + i] = __float2bfloat16_rn(v);
-	}
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		st(d, type, d0 + i, ld(d, type, d0 + i) + ld(s, type, s0 + i));
 }
 
 /* One warp per (b, q, h) row: the weights once, then the d elements. */
@@ -213,7 +209,7 @@ void opsg_cast(struct ops *x, void *dst, int type, const float *src, size_t n, i
 void opsg_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
                   int n, int64_t E, int s)
 {
-	/* a run's part of the grid as if it held the longest run's elements */
+	/* 64 blocks a run (grid row), at most 65535 runs a launch */
 	for (int i = 0; i < n; i += 65535) {
 		int m = n - i < 65535 ? n - i : 65535;
 
