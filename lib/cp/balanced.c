@@ -1027,13 +1027,19 @@ static int bal_fwd(struct cp_run *r)
 	/* The transfers first, though NCCL's group calls take tens of
 	 * microseconds of host time: a kernel launched before them holds
 	 * every SM (persistent CTAs do until it ends), and the transfers'
-	 * CTAs would wait for it */
+	 * CTAs would wait for it.  Launched after, they still often do
+	 * (LONGATTN_CP_TRACE shows the first stage's end, then the blocks):
+	 * NCCL's kernel wants 24 CTAs here (bench/NOTES.md, round 10) */
 	fetch(r, b);
+	ops_mark(&r->x, 0, "fetch");
 	for (int i = 0; i < b->rk->nfwd; i++) {
 		arrived(r, b, b->rk->fwd[i].wait);
+		ops_mark(&r->x, 0, "wait");
 		rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
+		ops_mark(&r->x, 0, "stage");
 	}
 	settle(r, b);
+	ops_mark(&r->x, 0, "settle");
 	return rc;
 }
 
@@ -1047,7 +1053,9 @@ static int bal_bwd(struct cp_run *r)
 
 	fork1(r);
 	fetch(r, b);
+	ops_mark(&r->x, 0, "fetch");
 	settle(r, b);
+	ops_mark(&r->x, 0, "settle");
 	if (k->kst == NULL) {
 		ops_zero(&r->x, r->dq, b->c * r->hq * r->d * r->es, 0);
 		ops_zero(&r->x, r->dk, b->nkey * b->E * r->es, 0);
@@ -1057,8 +1065,11 @@ static int bal_bwd(struct cp_run *r)
 		                      r->x.stream[0] };
 		rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
 	}
+	ops_mark(&r->x, 0, "kernel");
 	give_back(r, b);
+	ops_mark(&r->x, 0, "give");
 	take_back(r, b);
+	ops_mark(&r->x, 0, "take");
 	return rc;
 }
 

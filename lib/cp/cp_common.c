@@ -401,7 +401,7 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
                   void **outs, size_t *nouts, int nout, double *t)
 {
 	int n = r->job->warmup + r->job->iters;
-	double sent = 0;
+	double sent = 0, mg[OPS_NMARK] = { 0 }, mh[OPS_NMARK] = { 0 };
 
 	for (int it = 0; it < n; it++) {
 		for (int i = 0; i < nout; i++)
@@ -416,6 +416,23 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
 		sent = comm_sent();
 		if (it >= r->job->warmup)
 			t[it - r->job->warmup] = ms;
+		if (it >= r->job->warmup && r->x.trace) {
+			double g[OPS_NMARK], h[OPS_NMARK];
+			ops_marks(&r->x, g, h);
+			for (int i = 0; i < r->x.nmark; i++) {
+				mg[i] += g[i] / r->job->iters;
+				mh[i] += h[i] / r->job->iters;
+			}
+		}
+	}
+	if (r->x.trace && r->x.nmark > 0) {
+		/* One write a rank, so that ranks' lines do not interleave */
+		char line[2048];
+		int k = snprintf(line, sizeof line, "cpbench: trace: rank %d %s:", comm_rank(r->env->world),
+		                 pass == r->fwd ? "fwd" : "bwd");
+		for (int i = 0; i < r->x.nmark && k < (int)sizeof line - 40; i++)
+			k += snprintf(line + k, sizeof line - k, " %s %.3f/%.3f", r->x.mwhat[i], mg[i], mh[i]);
+		fprintf(stderr, "%s\n", line);
 	}
 	if (r->job->iters > 0)
 		host_allreduce(r, sc, t, r->job->iters, "max");
@@ -592,6 +609,10 @@ int cp_drive(struct cp_run *r)
 		snprintf(res->why, sizeof res->why, "%s", e);
 		free(rg);
 		return res->status;
+	}
+	{
+		const char *tr = getenv("LONGATTN_CP_TRACE");
+		r->x.trace = tr != NULL && *tr != '\0' && strcmp(tr, "0") != 0;
 	}
 	sc.n = (size_t)(w + 1) * (4 + WHYLEN) + (size_t)(job->iters + 8) * sizeof(double);
 	if (r->x.gpu && (sc.dev = ops_alloc(&r->x, sc.n)) == NULL)

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { OPS_NSTREAM = 3, OPS_NEVENT = 8 };
+enum { OPS_NSTREAM = 3, OPS_NEVENT = 8, OPS_NMARK = 24 };
 
 struct ops {
 	int gpu;
@@ -21,7 +21,12 @@ struct ops {
 	void *stream[OPS_NSTREAM];      /* cudaStream_t */
 	void *ev[OPS_NEVENT];           /* cudaEvent_t; ev[0], ev[1] time a pass */
 	size_t inuse, peak, base;       /* host bytes (CPU backend) */
-	double t0;                      /* ops_tstart on the CPU, ms */
+	double t0;                      /* ops_tstart on the host, ms */
+	/* LONGATTN_CP_TRACE: points of a pass, on a stream and on the host */
+	int trace, nmark;
+	void *mev[OPS_NMARK];           /* cudaEvent_t */
+	const char *mwhat[OPS_NMARK];
+	double mhost[OPS_NMARK];        /* ms since ops_tstart */
 	char why[160];                  /* the first failure */
 };
 
@@ -83,6 +88,12 @@ void ops_sync(struct ops *x);                 /* every stream done */
  * while the write runs, so both tools charge host time alike. */
 void   ops_tstart(struct ops *x);
 double ops_tstop(struct ops *x);
+/* With x->trace set: the moment stream s reaches this point, and the
+ * moment the host enqueued it, both from ops_tstart; ops_marks after
+ * ops_tstop gives them in ms (gpu and host, x->nmark entries).  Where
+ * the host time is the later, the GPU waited for the host. */
+void   ops_mark(struct ops *x, int s, const char *what);
+void   ops_marks(struct ops *x, double *gpu, double *host);
 
 #ifdef HAVE_CUDA
 /* The device side (lib/cp/ops_cuda.cu), called by ops_cpu.c when x->gpu. */
@@ -107,6 +118,8 @@ void  opsg_record(struct ops *x, int ev, int s);
 void  opsg_wait(struct ops *x, int t, int ev);
 void  opsg_sync(struct ops *x);
 double opsg_elapsed(struct ops *x, int e0, int e1);
+void  opsg_mark(struct ops *x, int i, int s);
+double opsg_markms(struct ops *x, int i);
 #endif
 
 #endif

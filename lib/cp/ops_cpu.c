@@ -256,7 +256,11 @@ void ops_sync(struct ops *x)
 
 void ops_tstart(struct ops *x)
 {
-	ON_GPU(opsg_tstart(x));
+	x->nmark = 0;
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_tstart(x);
+#endif
 	x->t0 = now_ms();
 }
 
@@ -272,4 +276,32 @@ double ops_tstop(struct ops *x)
 	(void)x;
 #endif
 	return now_ms() - x->t0;
+}
+
+void ops_mark(struct ops *x, int s, const char *what)
+{
+	if (!x->trace || x->nmark == OPS_NMARK)
+		return;
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		opsg_mark(x, x->nmark, s);
+#else
+	(void)s;
+#endif
+	x->mwhat[x->nmark] = what;
+	x->mhost[x->nmark++] = now_ms() - x->t0;
+}
+
+/* On the CPU backend every operation has ended when it returns, so the
+ * host's time is the stream's. */
+void ops_marks(struct ops *x, double *gpu, double *host)
+{
+	for (int i = 0; i < x->nmark; i++) {
+		host[i] = x->mhost[i];
+		gpu[i] = x->mhost[i];
+#ifdef HAVE_CUDA
+		if (x->gpu)
+			gpu[i] = opsg_markms(x, i);
+#endif
+	}
 }

@@ -56,6 +56,30 @@ check cpbench-mpirun-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" |
 check cpbench-mpirun-usp-degrees test "$(awk -F'\t' '$2 == "usp" { print $14 "x" $15 }' "$T/rows" | sort -u)" = 2x2
 check cpbench-topology-lines test "$(grep -c '^cpbench: rank [0-3]/4 on ' "$T/err")" -eq 4
 [ $rc -eq 0 ] || cat "$T/err"
+check cpbench-notrace test "$(grep -c 'trace:' "$T/err")" -eq 0
+
+# LONGATTN_CP_TRACE: a line per rank and pass, balanced's points in order,
+# the times from the pass's start not decreasing
+LONGATTN_CP_TRACE=1 run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 -w 0 -n 2 -s balanced \
+    "$T/cd.amask" >/dev/null 2>"$T/err"
+check cpbench-trace-exit test $? -eq 0
+check cpbench-trace-lines test "$(grep -c '^cpbench: trace: rank [0-3] [fb]wd:' "$T/err")" -eq 8
+awk '/^cpbench: trace: rank [0-3] fwd:/ {
+	s = ""; last = 0
+	for (i = 6; i < NF; i += 2) {
+		s = s " " $i; split($(i + 1), t, "/")
+		if (t[1] + 0 < last) bad = 1; last = t[1] + 0
+	}
+	if (s !~ /^ fetch( wait stage)+ settle$/) bad = 1
+	n++
+}
+/^cpbench: trace: rank [0-3] bwd:/ {
+	s = ""; for (i = 6; i < NF; i += 2) s = s " " $i
+	if (s != " fetch settle kernel give take") bad = 1
+	n++
+}
+END { exit bad || n != 8 }' "$T/err"
+check cpbench-trace-points test $? -eq 0
 
 # Ranks that read different files under one name must not run
 maskgen -p full -n 1K -o "$T/full.amask" || fail cpbench-mask "maskgen failed"
