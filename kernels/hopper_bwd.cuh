@@ -823,7 +823,8 @@ static void fini(void *st)
 
 /* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of asc
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
- * any length, so that short checks take it), seg, seg128, seg256,
+ * any length, so that short checks take it), phall (head_items on any
+ * one-head mask whatever its rows' length), seg, seg128, seg256,
  * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init). */
 static int hb_env(const char *w)
 {
@@ -938,10 +939,29 @@ static int hb_seg(const struct state *f, const struct plan *p)
 	return tiles * group < 1024 * rows ? 128 : 256;
 }
 
+/* Other one-head masks (documents, windows, one-head block masks): where
+ * the rows a tile is in average PHW q-tiles or more (sum of len^2 over
+ * sum of len).  H100, round 10, against walk_items: --long documents at
+ * 32K (188 causal, 281 full) +3 %, one-head block_sparse_uniform (384)
+ * +4 %; pile documents (35, 53) -8 and -14 %, 1K documents (11, 16)
+ * -25 %, the window (18) -12 %; full and causal 8K's one run (128, 86)
+ * -2 and -3 % (that rule is the one above). */
+enum { PHW = 160 };
+
+/* Tiles of row kt of the transposed plan. */
+static int row_len(const struct plan *p, int kt)
+{
+	int len = 0;
+
+	for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
+		len += p->ent[e].t1 - p->ent[e].t0;
+	return len;
+}
+
 /* Long rows of a one-head mask whose every row is one run of q-tiles to
- * the last (causal, full, prefix-LM): a CTA per (k-tile, q-head), every
- * k-tile adding its dK/dV to an fp32 slot, listed q-head by q-head and in
- * each the longest row first.  A walk over the whole group meets the
+ * the last (causal, full, prefix-LM), or (PHW) of any other: a CTA per
+ * (k-tile, q-head), every k-tile adding its dK/dV to an fp32 slot, listed
+ * q-head by q-head and in each the longest row first.  A walk over the whole group meets the
  * q-heads one after the other, and causal rows differ in length, so CTAs
  * of different k-tiles change q-head at different times and those in
  * flight spread over several q-heads' Q/dO and dQ tiles, which then leave
@@ -958,6 +978,9 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	int32_t *slotkt;
 	int ni = 0, lmax = 0, lmin = INT_MAX, m = 0;
 
+	int one = 1;                /* every row one run to the last q-tile */
+	double s1 = 0, s2 = 0;
+
 	if (f->mheads != 1 || group < 2 || p->nrows != n)
 		return 0;
 	for (int kt = 0; kt < n; kt++) {
@@ -965,16 +988,18 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		if (e0 == e1)
 			continue;
 		for (int e = e0 + 1; e < e1; e++)
-			if (p->ent[e].t0 != p->ent[e - 1].t1)
-				return 0;
-		if (p->ent[e1 - 1].t1 != p->nqt)
-			return 0;
-		const int len = p->nqt - p->ent[e0].t0;
+			one &= p->ent[e].t0 == p->ent[e - 1].t1;
+		one &= p->ent[e1 - 1].t1 == p->nqt;
+		const int len = row_len(p, kt);
 		lmax = len > lmax ? len : lmax;
 		lmin = len < lmin ? len : lmin;
+		s1 += len;
+		s2 += (double)len * len;
 		ni++;
 	}
-	if ((lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1")) || (int64_t)ni * group > 65535)
+	if ((int64_t)ni * group > 65535)
+		return 0;
+	if (one ? lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1") : s2 < PHW * s1 && !hb_env("phall"))
 		return 0;
 	item = (int4 *)malloc((size_t)ni * group * sizeof *item);
 	slotkt = (int32_t *)malloc((size_t)n * sizeof *slotkt);
@@ -984,8 +1009,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		return -1;
 	}
 	for (int kt = 0; kt < n; kt++) {
-		/* one run to the last q-tile, as checked above */
-		const int len = p->row[kt] < p->row[kt + 1] ? p->nqt - p->ent[p->row[kt]].t0 : 0;
+		const int len = row_len(p, kt);
 		slotkt[kt] = kt;
 		if (len > 0)
 			item[m++] = make_int4(kt, 0, len, kt);

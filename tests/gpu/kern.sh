@@ -116,6 +116,11 @@ check)
 	# causal rows of 128 q-tiles: hopper's bwd runs a CTA per (k-tile, q-head)
 	gen causal 8192
 	kb "per-head fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.8192.amask
+	# a document of 12K tokens beside one of 1K: rows of 192 q-tiles that
+	# end before the last, a CTA per (k-tile, q-head) too (hopper's PHW)
+	printf 'len\n12288\n1024\n' >"$M/doc12k.len"
+	gen full_document 13312 -L "$M/doc12k.len"
+	kb "per-head docs fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/full_document.13312.amask
 	# scattered rows of a two-head mask (64 runs a k-tile): hopper's bwd
 	# walks them in stretches of 128 q-tiles, listed stretch by stretch
 	gen block_sparse_uniform 8192 -B 64 -H 2 --ratio 0.3
@@ -123,7 +128,7 @@ check)
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
 	# tiles have such a half), per-head CTAs and split walks included
-	export LONGATTN_HOPPER_BWD=half,ph1
+	export LONGATTN_HOPPER_BWD=half,ph1,phall
 	kb "half bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	kb "half fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/causal.4096.amask \
 	    $M/block_sparse_uniform.8192.amask
