@@ -961,11 +961,11 @@ static int row_len(const struct plan *p, int kt)
 /* Long rows of a one-head mask whose every row is one run of q-tiles to
  * the last (causal, full, prefix-LM), or (PHW) of any other: a CTA per
  * (k-tile, q-head), every k-tile adding its dK/dV to an fp32 slot, listed
- * q-head by q-head and in each the longest row first.  A walk over the whole group meets the
- * q-heads one after the other, and causal rows differ in length, so CTAs
- * of different k-tiles change q-head at different times and those in
- * flight spread over several q-heads' Q/dO and dQ tiles, which then leave
- * L2; one q-head a CTA keeps them on one (H100, round 4: causal 8K-128K
+ * q-head by q-head and in each the longest row first.  A walk over the
+ * whole group meets the q-heads one after the other, and causal rows
+ * differ in length, so CTAs of different k-tiles change q-head at
+ * different times and those in flight spread over several q-heads' Q/dO
+ * and dQ tiles, which then leave L2; one q-head a CTA keeps them on one (H100, round 4: causal 8K-128K
  * +2.6-6%, full 16K-128K +0-1.3%; on equal rows of 128 q-tiles, full 8K,
  * -1.5%, of 32, 2K, -3..-5%: a K/V load, a prologue and a slot add a
  * short walk).  1 if it made the list, 0 when the plan does not qualify,
@@ -977,9 +977,8 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	int4 *item;
 	int32_t *slotkt;
 	int ni = 0, lmax = 0, lmin = INT_MAX, m = 0;
-
 	int one = 1;                /* every row one run to the last q-tile */
-	double s1 = 0, s2 = 0;
+	double s1 = 0, s2 = 0;      /* sums of row lengths and their squares */
 
 	if (f->mheads != 1 || group < 2 || p->nrows != n)
 		return 0;
