@@ -80,6 +80,16 @@ awk '/^cpbench: trace: rank [0-3] fwd:/ {
 }
 END { exit bad || n != 8 }' "$T/err"
 check cpbench-trace-points test $? -eq 0
+# LONGATTN_BALANCED_LEAD cuts the first local stage: exact, and more stages
+maskgen -p causal -n 2K -o "$T/c2k.amask"
+LONGATTN_CP_TRACE=1 run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 -w 0 -n 1 -p fwd \
+    -s balanced "$T/c2k.amask" >/dev/null 2>"$T/err0"
+LONGATTN_BALANCED_LEAD=1 LONGATTN_CP_TRACE=1 run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 \
+    -w 0 -n 1 -s balanced --check "$T/c2k.amask" >"$T/rows" 2>"$T/err1"
+check cpbench-lead-exit test $? -eq 0
+check cpbench-lead-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 2
+stages() { grep 'trace: rank [0-3] fwd:' "$1" | grep -o ' stage ' | wc -l; }
+check cpbench-lead-stages test "$(stages "$T/err1")" -gt "$(stages "$T/err0")"
 
 # Ranks that read different files under one name must not run
 maskgen -p full -n 1K -o "$T/full.amask" || fail cpbench-mask "maskgen failed"
