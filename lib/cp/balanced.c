@@ -440,23 +440,24 @@ static void coalesce(struct cp_brank *rk)
 	free(to);
 }
 
-/* Whether rank rk sends or receives key blocks in a forward pass. */
-static int moves(const struct cp_bplan *p, const struct cp_brank *rk)
+/* Whether rank rk sends key blocks in a forward pass. */
+static int sends(const struct cp_bplan *p, const struct cp_brank *rk)
 {
 	int me = (int)(rk - p->rank);
 
 	for (int r = 0; r < p->world; r++)
 		for (int i = 0; i < p->rank[r].nmsg; i++)
-			if (r == me || p->rank[r].msg[i].peer == me)
+			if (p->rank[r].msg[i].peer == me)
 				return 1;
 	return 0;
 }
 
-/* The local run v[0] cut after its first `lead` tiles of work, where some
- * is left: for A/B runs (cpbench(1)).  A stage's persistent
- * CTAs hold every SM until it ends, and NCCL's kernel for the transfers
- * in flight gets none before (bench/NOTES.md, round 10); a short first
- * launch gives them back early.  Returns the runs' count. */
+/* The first run v[0], where blocks are still on their way while it runs
+ * (to it, or from it if it needs none), cut after its first `lead` tiles
+ * of work, where some is left: for A/B runs (cpbench(1)).  A stage's
+ * persistent CTAs hold every SM until it ends, and NCCL's kernel for the
+ * transfers in flight gets none before (bench/NOTES.md, round 10); a
+ * short first launch gives them back early.  Returns the runs' count. */
 static int lead(struct run *v, int n, const double *work, double lead)
 {
 	double w = 0;
@@ -487,7 +488,7 @@ static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *rea
 	int n = runs(ready, work, nt, &v);
 
 	qsort(v, n, sizeof *v, byready);
-	if (p->lead > 0 && v[0].ready < 0 && moves(p, rk))
+	if (p->lead > 0 && (v[0].ready < rk->nmsg - 1 || (v[0].ready < 0 && sends(p, rk))))
 		n = lead(v, n, work, p->lead);
 	rk->fwd = xcalloc(n, sizeof *rk->fwd);
 	for (int i = 0; i < n; i++) {
