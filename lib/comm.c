@@ -122,6 +122,12 @@ static int disarm(struct comm *c, void *stream, const char *what, int rc)
 	return rc;
 }
 
+void comm_track(struct comm *c, void *stream, const char *what)
+{
+	if (c->be->track != NULL)
+		c->be->track(c, stream, what);
+}
+
 static void add_live(struct comm *c)
 {
 	pthread_mutex_lock(&live_mu);

@@ -59,6 +59,10 @@ int  comm_reducescatter(struct comm *c, const void *sbuf, void *rbuf, size_t cou
 /* In place; op is "sum" or "max".  Types CT_F32, CT_F64. */
 int  comm_allreduce(struct comm *c, void *buf, size_t count, int type, const char *op, void *stream);
 int  comm_barrier(struct comm *c);
+/* Work enqueued on stream that waits for peers outside the comm layer
+ * (stream memory operations on a peer's flags): the watchdog ends the job
+ * if it has not finished within LONGATTN_TIMEOUT, as for comm's own. */
+void comm_track(struct comm *c, void *stream, const char *what);
 
 /* Payload bytes this rank has sent since comm_sent_reset, every comm of the
  * process together: point-to-point sends to another rank, and for the

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cp_impl.h"
+#include "ipc.h"
 #include "plan.h"
 #include "util.h"
 
@@ -835,7 +836,13 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 
 /* ---- the strategy ------------------------------------------------------------ */
 
-enum { EV_PASS = 2 };          /* ops events 0, 1 time the pass */
+/* ops events: 0, 1 time the pass; with copy engines, stream 2 starts at
+ * EV_CE, has pulled stage i's blocks at EV_STG + i, the partials at
+ * EV_RET, and is done at EV_END */
+enum { EV_PASS = 2, EV_CE, EV_RET, EV_END, EV_STG };
+/* Flags of peer memory (ipc.h): a sender's K/V are ready, its reader has
+ * read them; a reader's partials are written, their owner has read them */
+enum { F_READY, F_DONE, F_PART, F_BACK, NFLAG };
 
 struct kstate {                 /* a stage's kernel: shard rows x key prefix */
 	int64_t q0, q1, kv;
@@ -861,6 +868,9 @@ struct bal {
 	int nout;
 	struct comm_seg *sv, *rv;
 	int64_t *so, *ko, *len;     /* runs of a message */
+	int ce;                     /* LONGATTN_BALANCED_CE: copy engines inside the node */
+	struct ipc ipc;             /* ... every rank's k (and dk) mapped */
+	uint32_t epoch;             /* passes so far, the flags' value */
 };
 
 /* Runs of message i of rank rr (the receiver): token offsets in the
@@ -1023,6 +1033,133 @@ static void take_back(struct cp_run *r, struct bal *b)
 	}
 }
 
+/* ---- copy engines inside the node (LONGATTN_BALANCED_CE, ipc.h) ------------
+ * The same transfers, pulled by their receiver on stream 2 with
+ * cudaMemcpyAsync from the sender's mapped buffers: no SM and no NCCL
+ * kernel, which a stage's persistent CTAs keep from starting.  Flags in
+ * peer memory order each pull after its sender's pass start, and each
+ * sender's next use of its buffers after the pulls. */
+
+/* Whether rank r reads key blocks of rank q. */
+static int reads(const struct cp_bplan *p, int r, int q)
+{
+	for (int i = 0; i < p->rank[r].nmsg; i++)
+		if (p->rank[r].msg[i].peer == q)
+			return 1;
+	return 0;
+}
+
+/* Bytes from rank q's k to its v (and dk to dv): cp_drive's layout, with
+ * q's room for received blocks. */
+static int64_t voff(const struct cp_run *r, const struct bal *b, int q)
+{
+	return (int64_t)r->b * (b->c + b->p.rank[q].nblk * b->p.T) * b->E * (int64_t)r->es;
+}
+
+/* Own K and V ready for whoever reads them; then stream 2 pulls every
+ * message from its sender's shard, in the plan's order, marking where
+ * each of the nst stages has all its blocks (EV_STG + g) and where the
+ * pulls end (EV_END). */
+static void ce_fetch(struct cp_run *r, struct bal *b, const struct cp_bstage *st, int nst)
+{
+	int W = b->p.world, me = b->me;
+	uint32_t e = ++b->epoch;
+	int64_t E = b->E;
+	size_t es = r->es;
+
+	for (int q = 0; q < W; q++)
+		if (q != me && reads(&b->p, q, me))
+			ipc_post(&b->ipc, r, 0, q, F_READY, e);
+	ops_record(&r->x, EV_CE, 0);
+	ops_wait(&r->x, 2, EV_CE);
+	for (int i = 0; i < b->rk->nmsg; i++) {
+		int q = b->rk->msg[i].peer, k = msg_runs(b, me, i), first = 1, last = 1;
+		const char *qk = ipc_buf(&b->ipc, q, 0), *qv = qk + voff(r, b, q);
+
+		for (int j = 0; j < b->rk->nmsg; j++)
+			if (b->rk->msg[j].peer == q) {
+				first &= j >= i;
+				last &= j <= i;
+			}
+		if (first)
+			ipc_wait(&b->ipc, r, 2, q, F_READY, e);
+		for (int j = 0; j < k; j++) {
+			ops_copy(&r->x, at(r->k, b->ko[j], E, es), at(qk, b->so[j], E, es), b->len[j] * E * es, 2);
+			ops_copy(&r->x, at(r->v, b->ko[j], E, es), at(qv, b->so[j], E, es), b->len[j] * E * es, 2);
+		}
+		if (last)
+			ipc_post(&b->ipc, r, 2, q, F_DONE, e);
+		for (int g = 0; g < nst; g++)
+			if (st[g].wait == i + 1)
+				ops_record(&r->x, EV_STG + g, 2);
+	}
+	ops_record(&r->x, EV_END, 2);
+}
+
+/* Stream 0 goes on once stage g's blocks are here. */
+static void ce_arrived(struct cp_run *r, const struct cp_bstage *st, int g)
+{
+	if (st[g].wait > 0)
+		ops_wait(&r->x, 0, EV_STG + g);
+}
+
+/* The pass ends when stream 2 has, and when every reader of own K/V (and,
+ * backward, every owner of partials written here) has read them. */
+static void ce_settle(struct cp_run *r, struct bal *b, int bwd)
+{
+	ops_wait(&r->x, 0, EV_END);
+	for (int q = 0; q < b->p.world; q++) {
+		if (q == b->me)
+			continue;
+		if (reads(&b->p, q, b->me))
+			ipc_wait(&b->ipc, r, 0, q, F_DONE, b->epoch);
+		if (bwd && reads(&b->p, b->me, q))
+			ipc_wait(&b->ipc, r, 0, q, F_BACK, b->epoch);
+	}
+}
+
+/* Backward, after the kernel: own partials of received blocks are
+ * written, for their owners to pull; those of own blocks pulled from
+ * whoever read them into ret (give_back's layout), then summed. */
+static void ce_return(struct cp_run *r, struct bal *b)
+{
+	int W = b->p.world, me = b->me;
+	uint32_t e = b->epoch;
+	int64_t T = b->p.T, E = b->E;
+	size_t es = r->es;
+
+	for (int q = 0; q < W; q++)
+		if (q != me && reads(&b->p, me, q))
+			ipc_post(&b->ipc, r, 0, q, F_PART, e);
+	/* Stream 2 pulls as soon as each reader is done, own kernel running
+	 * or not: copy engines take no SM from it */
+	for (int s = 0; s < W - 1; s++) {
+		int q = cp_bpeer(&b->p, me, s, 1), fi;
+		int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
+		const char *qk, *qv;
+
+		if (half == 0 || step_msgs(&b->p.rank[q], s, &fi) == 0)
+			continue;
+		qk = at(ipc_buf(&b->ipc, q, 1), b->c + b->p.rank[q].msg[fi].b0 * T, E, es);
+		qv = qk + voff(r, b, q);
+		ipc_wait(&b->ipc, r, 2, q, F_PART, e);
+		ops_copy(&r->x, at(b->ret, b->retoff[s], 1, es), qk, half * es, 2);
+		ops_copy(&r->x, at(b->ret, b->retoff[s] + half, 1, es), qv, half * es, 2);
+		ipc_post(&b->ipc, r, 2, q, F_BACK, e);
+	}
+	ops_record(&r->x, EV_RET, 2);
+	ops_wait(&r->x, 0, EV_RET);
+	for (int s = 0; s < W - 1; s++) {
+		int n = b->run0[s + 1] - b->run0[s];
+		int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
+
+		if (n == 0)
+			continue;
+		ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, es), b->runs + 3 * b->run0[s], n, E, 0);
+		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + half, 1, es), b->runs + 3 * b->run0[s], n, E, 0);
+	}
+}
+
 static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
 {
 	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d;
@@ -1062,6 +1199,19 @@ static int bal_fwd(struct cp_run *r)
 	int rc = 0;
 
 	fork1(r);
+	if (b->ce) {
+		ce_fetch(r, b, b->rk->fwd, b->rk->nfwd);
+		ops_mark(&r->x, 0, "fetch");
+		for (int i = 0; i < b->rk->nfwd; i++) {
+			ce_arrived(r, b->rk->fwd, i);
+			ops_mark(&r->x, 0, "wait");
+			rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
+			ops_mark(&r->x, 0, "stage");
+		}
+		ce_settle(r, b, 0);
+		ops_mark(&r->x, 0, "settle");
+		return rc;
+	}
 	/* The transfers first, though NCCL's group calls take tens of
 	 * microseconds of host time: a kernel launched before them holds
 	 * every SM (persistent CTAs do until it ends), and the transfers'
@@ -1090,9 +1240,15 @@ static int bal_bwd(struct cp_run *r)
 	int rc = 0;
 
 	fork1(r);
-	fetch(r, b);
-	ops_mark(&r->x, 0, "fetch");
-	settle(r, b);
+	if (b->ce) {
+		ce_fetch(r, b, b->rk->bwd, 1);
+		ops_mark(&r->x, 0, "fetch");
+		ce_arrived(r, b->rk->bwd, 0);
+	} else {
+		fetch(r, b);
+		ops_mark(&r->x, 0, "fetch");
+		settle(r, b);
+	}
 	ops_mark(&r->x, 0, "settle");
 	if (k->kst == NULL) {
 		ops_zero(&r->x, r->dq, b->c * r->hq * r->d * r->es, 0);
@@ -1104,9 +1260,15 @@ static int bal_bwd(struct cp_run *r)
 		rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
 	}
 	ops_mark(&r->x, 0, "kernel");
-	give_back(r, b);
-	ops_mark(&r->x, 0, "give");
-	take_back(r, b);
+	if (b->ce) {
+		ops_mark(&r->x, 0, "give");
+		ce_return(r, b);
+		ce_settle(r, b, 1);
+	} else {
+		give_back(r, b);
+		ops_mark(&r->x, 0, "give");
+		take_back(r, b);
+	}
 	ops_mark(&r->x, 0, "take");
 	return rc;
 }
@@ -1240,6 +1402,26 @@ static int bal_setup(struct cp_run *r)
 	b->c = r->c;
 	b->E = (int64_t)r->hkv * r->d;
 	b->nkey = b->c + b->rk->nblk * p->T;
+	/* First, before any rank can fail alone: it is collective */
+	if (ipc_usable(r) && getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE"))) {
+		void *bufs[2] = { r->k, bwd ? r->dk : NULL };
+		int nst = 1;
+
+		for (int q = 0; q < p->world; q++)
+			nst = p->rank[q].nfwd > nst ? p->rank[q].nfwd : nst;
+		if (EV_STG + nst > OPS_NEVENT) {
+			cp_fail(r, "copy engines: %d stages, more than the events", nst);
+			return CP_ERROR;
+		}
+		/* fini's barrier then runs on every rank, a failed one too */
+		b->ce = 1;
+		if ((st = ipc_init(&b->ipc, r, bufs, 2, NFLAG)) != CP_OK)
+			return st;
+		if (voff(r, b, b->me) != (char *)r->v - (char *)r->k) {
+			cp_fail(r, "copy engines: a key buffer not laid out as cp_drive's");
+			return CP_ERROR;
+		}
+	}
 	for (int rr = 0; rr < p->world; rr++)
 		for (int i = 0; i < p->rank[rr].nmsg; i++)
 			if (p->rank[rr].msg[i].nb > maxnb)
@@ -1301,6 +1483,8 @@ static void bal_fini(struct cp_run *r)
 {
 	struct bal *b = r->self;
 
+	if (b->ce)
+		ipc_fini(&b->ipc, r);
 	ops_sync(&r->x);
 	for (int i = 0; i < b->nks; i++) {
 		if (b->ks[i].kst)

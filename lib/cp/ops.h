@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { OPS_NSTREAM = 3, OPS_NEVENT = 8, OPS_NMARK = 24 };
+enum { OPS_NSTREAM = 3, OPS_NEVENT = 16, OPS_NMARK = 24, OPS_IPC = 64 };
 
 struct ops {
 	int gpu;
@@ -75,6 +75,20 @@ void ops_addruns(struct ops *x, void *dst, int type, const void *src, const int6
 void ops_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                int type, int b, int64_t sq, int h, int d, int s);
 
+/* Another process's device memory on this node (CUDA IPC; GPU only, -1 or
+ * NULL with x->why elsewhere): the handle, OPS_IPC bytes, of the
+ * allocation buf starts (an ops_alloc'd pointer), and that allocation
+ * mapped here from a handle; close unmaps it. */
+int   ops_ipc_get(struct ops *x, const void *buf, void *handle);
+void *ops_ipc_open(struct ops *x, const void *handle);
+void  ops_ipc_close(struct ops *x, void *p);
+/* Stream memory operations (GPU only): stream s waits until the 32-bit
+ * word at addr, this device's, reaches v (counted modulo 2^32, as CUDA's
+ * GEQ compares); or writes v at addr, this device's or a peer's mapped by
+ * ops_ipc_open, once the stream's work so far is done and visible. */
+void  ops_wait32(struct ops *x, int s, const void *addr, uint32_t v);
+void  ops_write32(struct ops *x, int s, void *addr, uint32_t v);
+
 /* Ordering across streams: ev i recorded on stream s, then stream t waits
  * for it. */
 void ops_record(struct ops *x, int ev, int s);
@@ -119,6 +133,11 @@ void  opsg_wait(struct ops *x, int t, int ev);
 void  opsg_sync(struct ops *x);
 double opsg_elapsed(struct ops *x, int e0, int e1);
 void  opsg_mark(struct ops *x, int i, int s);
+int   opsg_ipc_get(struct ops *x, const void *buf, void *handle);
+void *opsg_ipc_open(struct ops *x, const void *handle);
+void  opsg_ipc_close(struct ops *x, void *p);
+void  opsg_wait32(struct ops *x, int s, const void *addr, uint32_t v);
+void  opsg_write32(struct ops *x, int s, void *addr, uint32_t v);
 double opsg_markms(struct ops *x, int i);
 #endif
 

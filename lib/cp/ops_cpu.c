@@ -305,3 +305,54 @@ void ops_marks(struct ops *x, double *gpu, double *host)
 #endif
 	}
 }
+
+/* CUDA IPC and stream memory operations exist on the GPU only: the CPU
+ * backend's callers do not call them, and a build without CUDA says so. */
+static int gpu_only(struct ops *x, const char *what)
+{
+	if (!x->why[0])
+		snprintf(x->why, sizeof x->why, "%s: device buffers only", what);
+	return -1;
+}
+
+int ops_ipc_get(struct ops *x, const void *buf, void *handle)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		return opsg_ipc_get(x, buf, handle);
+#endif
+	(void)buf;
+	(void)handle;
+	return gpu_only(x, "ipc");
+}
+
+void *ops_ipc_open(struct ops *x, const void *handle)
+{
+#ifdef HAVE_CUDA
+	if (x->gpu)
+		return opsg_ipc_open(x, handle);
+#endif
+	(void)handle;
+	gpu_only(x, "ipc");
+	return NULL;
+}
+
+void ops_ipc_close(struct ops *x, void *p)
+{
+	ON_GPU(opsg_ipc_close(x, p));
+	(void)p;
+}
+
+void ops_wait32(struct ops *x, int s, const void *addr, uint32_t v)
+{
+	ON_GPU(opsg_wait32(x, s, addr, v));
+	(void)s, (void)addr, (void)v;
+	gpu_only(x, "stream wait");
+}
+
+void ops_write32(struct ops *x, int s, void *addr, uint32_t v)
+{
+	ON_GPU(opsg_write32(x, s, addr, v));
+	(void)s, (void)addr, (void)v;
+	gpu_only(x, "stream write");
+}

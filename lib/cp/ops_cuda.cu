@@ -1,6 +1,7 @@
 /* The device side of lib/cp/ops.h: streams, events, and the few elementwise
  * kernels a strategy needs between attention calls (accumulate, cast, LSE
  * merge).  They are memory-bound; one grid-stride loop each is enough. */
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -199,7 +200,7 @@ void opsg_copy2d(struct ops *x, void *dst, size_t dpitch, const void *src, size_
                  size_t width, size_t rows, int s)
 {
 	fail(x, "copy", cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows,
-	                                  cudaMemcpyDeviceToDevice, S(x, s)));
+	                                  cudaMemcpyDefault, S(x, s)));
 }
 
 void opsg_memset(struct ops *x, void *dst, int byte, size_t n, int s)
@@ -304,6 +305,73 @@ double opsg_markms(struct ops *x, int i)
 
 	fail(x, "elapsed", cudaEventElapsedTime(&ms, E(x, 0), (cudaEvent_t)x->mev[i]));
 	return ms;
+}
+
+int opsg_ipc_get(struct ops *x, const void *buf, void *handle)
+{
+	cudaIpcMemHandle_t h;
+	cudaError_t e = cudaIpcGetMemHandle(&h, (void *)buf);
+
+	fail(x, "ipc handle", e);
+	memcpy(handle, &h, sizeof h < (size_t)OPS_IPC ? sizeof h : (size_t)OPS_IPC);
+	return e == cudaSuccess ? 0 : -1;
+}
+
+void *opsg_ipc_open(struct ops *x, const void *handle)
+{
+	cudaIpcMemHandle_t h;
+	void *p = NULL;
+
+	memcpy(&h, handle, sizeof h < (size_t)OPS_IPC ? sizeof h : (size_t)OPS_IPC);
+	fail(x, "ipc open", cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+	return p;
+}
+
+void opsg_ipc_close(struct ops *x, void *p)
+{
+	if (p != NULL)
+		fail(x, "ipc close", cudaIpcCloseMemHandle(p));
+}
+
+/* From the driver the runtime has loaded, so the build needs no -lcuda */
+typedef CUresult (*memop_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+static memop_fn memop(const char *name)
+{
+	cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess)
+		return NULL;
+	return (memop_fn)fn;
+}
+
+static void memop_call(struct ops *x, const char *name, memop_fn *fn, int s, const void *addr,
+                       uint32_t v, unsigned flags)
+{
+	if (*fn == NULL)
+		*fn = memop(name);
+	if (*fn == NULL) {
+		fail(x, name, cudaErrorNotSupported);
+		return;
+	}
+	if ((*fn)((CUstream)S(x, s), (CUdeviceptr)(uintptr_t)addr, v, flags) != CUDA_SUCCESS)
+		fail(x, name, cudaErrorNotSupported);
+}
+
+void opsg_wait32(struct ops *x, int s, const void *addr, uint32_t v)
+{
+	static memop_fn fn;
+
+	memop_call(x, "cuStreamWaitValue32", &fn, s, addr, v, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+void opsg_write32(struct ops *x, int s, void *addr, uint32_t v)
+{
+	static memop_fn fn;
+
+	memop_call(x, "cuStreamWriteValue32", &fn, s, addr, v, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 double opsg_elapsed(struct ops *x, int e0, int e1)
