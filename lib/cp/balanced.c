@@ -1012,24 +1012,32 @@ static void give_back(struct cp_run *r, struct bal *b)
 	}
 }
 
-/* ... and once they are here, into own dK/dV: one launch each a step, the
- * sum in fp32 and rounded once, as if the partial had never been rounded
- * on the way. */
+/* Step s's partials, in ret, into own dK/dV: one launch each, the sum in
+ * fp32 and rounded once, as if the partial had never been rounded on the
+ * way. */
+static void sum_back(struct cp_run *r, struct bal *b, int s)
+{
+	int n = b->run0[s + 1] - b->run0[s];
+	int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
+
+	if (n == 0)
+		return;
+	ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, r->es),
+	            b->runs + 3 * b->run0[s], n, b->E, 0);
+	ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + half, 1, r->es),
+	            b->runs + 3 * b->run0[s], n, b->E, 0);
+}
+
+/* ... and once they are here, summed. */
 static void take_back(struct cp_run *r, struct bal *b)
 {
 	for (int s = 0; s < b->p.world - 1; s++) {
-		int n = b->run0[s + 1] - b->run0[s];
-		int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
-
 		if (b->rret[s] == NULL)
 			continue;
 		if (comm_wait(b->rret[s], r->x.stream[0]) < 0)
 			cp_commfail(r, "exchange wait");
 		b->rret[s] = NULL;
-		ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, r->es),
-		            b->runs + 3 * b->run0[s], n, b->E, 0);
-		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + half, 1, r->es),
-		            b->runs + 3 * b->run0[s], n, b->E, 0);
+		sum_back(r, b, s);
 	}
 }
 
@@ -1149,15 +1157,8 @@ static void ce_return(struct cp_run *r, struct bal *b)
 	}
 	ops_record(&r->x, EV_RET, 2);
 	ops_wait(&r->x, 0, EV_RET);
-	for (int s = 0; s < W - 1; s++) {
-		int n = b->run0[s + 1] - b->run0[s];
-		int64_t half = (b->retoff[s + 1] - b->retoff[s]) / 2;
-
-		if (n == 0)
-			continue;
-		ops_addruns(&r->x, r->dk, r->type, at(b->ret, b->retoff[s], 1, es), b->runs + 3 * b->run0[s], n, E, 0);
-		ops_addruns(&r->x, r->dv, r->type, at(b->ret, b->retoff[s] + half, 1, es), b->runs + 3 * b->run0[s], n, E, 0);
-	}
+	for (int s = 0; s < W - 1; s++)
+		sum_back(r, b, s);
 }
 
 static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
