@@ -441,30 +441,36 @@ static void coalesce(struct cp_brank *rk)
 	free(to);
 }
 
+/* Whether rank r reads key blocks of rank q. */
+static int reads(const struct cp_bplan *p, int r, int q)
+{
+	for (int i = 0; i < p->rank[r].nmsg; i++)
+		if (p->rank[r].msg[i].peer == q)
+			return 1;
+	return 0;
+}
+
 /* Whether rank rk sends key blocks in a forward pass. */
 static int sends(const struct cp_bplan *p, const struct cp_brank *rk)
 {
-	int me = (int)(rk - p->rank);
-
 	for (int r = 0; r < p->world; r++)
-		for (int i = 0; i < p->rank[r].nmsg; i++)
-			if (p->rank[r].msg[i].peer == me)
-				return 1;
+		if (reads(p, r, (int)(rk - p->rank)))
+			return 1;
 	return 0;
 }
 
 /* The first run v[0], where blocks are still on their way while it runs
- * (to it, or from it if it needs none), cut after its first `lead` tiles
+ * (to it, or from it if it needs none), cut after its first `tiles`
  * of work, where some is left: for A/B runs (cpbench(1)).  A stage's
  * persistent CTAs hold every SM until it ends, and NCCL's kernel for the
  * transfers in flight gets none before (bench/NOTES.md, round 10); a
  * short first launch gives them back early.  Returns the runs' count. */
-static int lead(struct run *v, int n, const double *work, double lead)
+static int lead(struct run *v, int n, const double *work, double tiles)
 {
 	double w = 0;
 	int64_t t = v[0].t0;
 
-	while (t < v[0].t1 && w < lead)
+	while (t < v[0].t1 && w < tiles)
 		w += work[t++];
 	if (t == v[0].t1)
 		return n;
@@ -1047,15 +1053,6 @@ static void take_back(struct cp_run *r, struct bal *b)
  * kernel, which a stage's persistent CTAs keep from starting.  Flags in
  * peer memory order each pull after its sender's pass start, and each
  * sender's next use of its buffers after the pulls. */
-
-/* Whether rank r reads key blocks of rank q. */
-static int reads(const struct cp_bplan *p, int r, int q)
-{
-	for (int i = 0; i < p->rank[r].nmsg; i++)
-		if (p->rank[r].msg[i].peer == q)
-			return 1;
-	return 0;
-}
 
 /* Bytes from rank q's k to its v (and dk to dv): cp_drive's layout, with
  * q's room for received blocks. */
