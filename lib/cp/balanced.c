@@ -495,6 +495,15 @@ static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *rea
 	int n = runs(ready, work, nt, &v);
 
 	qsort(v, n, sizeof *v, byready);
+	if (p->one && n > 1) {
+		double w = 0;
+
+		for (int i = 0; i < n; i++)
+			w += v[i].work;
+		v[0] = all;
+		v[0].work = w;
+		n = 1;
+	}
 	if (p->lead > 0 && (v[0].ready < rk->nmsg - 1 || (v[0].ready < 0 && sends(p, rk))))
 		n = lead(v, n, work, p->lead);
 	rk->fwd = xcalloc(n, sizeof *rk->fwd);
@@ -808,6 +817,7 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	memcpy(p->cost, x.ccost, x.n * sizeof *p->cost);
 	p->kv_bytes = 2.0 * x.T * s->hkv * s->hd * 2;
 	p->lead = getenv("LONGATTN_BALANCED_LEAD") ? atof(getenv("LONGATTN_BALANCED_LEAD")) : 0;
+	p->one = getenv("LONGATTN_BALANCED_ONE") ? atoi(getenv("LONGATTN_BALANCED_ONE")) : 0;
 	p->rank = xcalloc(world, sizeof *p->rank);
 	ranks(&x, p);
 	{
@@ -874,7 +884,7 @@ struct bal {
 	int nout;
 	struct comm_seg *sv, *rv;
 	int64_t *so, *ko, *len;     /* runs of a message */
-	int ce;                     /* LONGATTN_BALANCED_CE: copy engines inside the node */
+	int ce;                     /* copy engines inside the node (LONGATTN_BALANCED_CE=0: NCCL) */
 	struct ipc ipc;             /* ... every rank's k (and dk) mapped */
 	uint32_t epoch;             /* passes so far, the flags' value */
 };
@@ -1401,7 +1411,10 @@ static int bal_setup(struct cp_run *r)
 	b->E = (int64_t)r->hkv * r->d;
 	b->nkey = b->c + b->rk->nblk * p->T;
 	/* First, before any rank can fail alone: it is collective */
-	if (ipc_usable(r) && getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE"))) {
+	/* Copy engines wherever every rank shares a node: the first stage
+	 * then overlaps its blocks' transfer (NCCL's kernel gets no SM while
+	 * a stage's persistent CTAs run; bench/NOTES.md, round 11) */
+	if (ipc_usable(r) && !(getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE")) == 0)) {
 		void *bufs[2] = { r->k, bwd ? r->dk : NULL };
 		int nst = 1;
 

@@ -10,8 +10,8 @@
 # OUTDIR/cpbench.log; prints ok/not ok lines.  Rows land in OUTDIR as each
 # run ends, so a run cut short still returns what it measured.
 # The checks: every strategy on the six benchmark masks, balanced alone on
-# the other patterns and over copy engines on the six; and a rank that
-# dies or hangs mid-job must end it.
+# the other patterns and over NCCL on the six; and a rank that dies or
+# hangs mid-job must end it.
 # Environment: CPB_W, CPB_N warm-up and timed iterations (3, 10); CPB_TPG
 # tokens per GPU (8192); CPB_MASKS the benchmark masks (the six), CPB_S the
 # strategies (all); CPB_CHECK=0 skips the checks, CPB_CHECK=die runs only
@@ -71,23 +71,23 @@ for m in $([ "${CPB_CHECK:-1}" != 1 ] || maskgen -l | cut -f1); do
 	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-$m.tsv"
 done
 
-# balanced over copy engines inside the node (LONGATTN_BALANCED_CE):
-# exact on the six benchmark masks, and a hanging rank still ends the job
-# (its peers wait on flags in their own memory, which the watchdog sees)
+# balanced over NCCL inside the node too (LONGATTN_BALANCED_CE=0; the
+# copy engines are its default there, NCCL across nodes): exact on the six
+# benchmark masks, and a hanging rank still ends the job
 for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_document prefix_lm_causal sliding_window_causal); do
-	LONGATTN_BALANCED_CE=1 mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v -s balanced \
-	    "$W/$m.amask" >"$W/ce-$m.tsv" 2>>"$O/cpbench.log"
+	LONGATTN_BALANCED_CE=0 mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v -s balanced \
+	    "$W/$m.amask" >"$W/nccl-$m.tsv" 2>>"$O/cpbench.log"
 	rc=$?
-	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/ce-$m.tsv" | wc -l)
-	ok "cpbench-gpu-check-ce-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ]; echo $?)"
+	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/nccl-$m.tsv" | wc -l)
+	ok "cpbench-gpu-check-nccl-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ]; echo $?)"
 done
 if [ "${CPB_CHECK:-1}" != 0 ]; then
 	t0=$(date +%s)
-	LONGATTN_BALANCED_CE=1 LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=5 LONGATTN_DIE_HOW=hang \
+	LONGATTN_BALANCED_CE=0 LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=5 LONGATTN_DIE_HOW=hang \
 	    LONGATTN_TIMEOUT=10 mr 90 cpbench -H 8:4 -D 128 -w 1 -n 3 -s balanced \
 	    "$W/die.amask" >/dev/null 2>"$W/die.err"
 	rc=$? t=$(($(date +%s) - t0))
-	ok "cpbench-gpu-dead-rank-hang-ce (exit $rc after $t s)" "$([ $rc -ne 0 ] && [ $rc -ne 124 ]; echo $?)"
+	ok "cpbench-gpu-dead-rank-hang-nccl (exit $rc after $t s)" "$([ $rc -ne 0 ] && [ $rc -ne 124 ]; echo $?)"
 fi
 
 S=$((${CPB_TPG:-8192} * n))
