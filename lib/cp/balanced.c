@@ -495,15 +495,6 @@ static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *rea
 	int n = runs(ready, work, nt, &v);
 
 	qsort(v, n, sizeof *v, byready);
-	if (p->one && n > 1) {
-		double w = 0;
-
-		for (int i = 0; i < n; i++)
-			w += v[i].work;
-		v[0] = all;
-		v[0].work = w;
-		n = 1;
-	}
 	if (p->lead > 0 && (v[0].ready < rk->nmsg - 1 || (v[0].ready < 0 && sends(p, rk))))
 		n = lead(v, n, work, p->lead);
 	rk->fwd = xcalloc(n, sizeof *rk->fwd);
@@ -817,7 +808,6 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	memcpy(p->cost, x.ccost, x.n * sizeof *p->cost);
 	p->kv_bytes = 2.0 * x.T * s->hkv * s->hd * 2;
 	p->lead = getenv("LONGATTN_BALANCED_LEAD") ? atof(getenv("LONGATTN_BALANCED_LEAD")) : 0;
-	p->one = getenv("LONGATTN_BALANCED_ONE") ? atoi(getenv("LONGATTN_BALANCED_ONE")) : 0;
 	p->rank = xcalloc(world, sizeof *p->rank);
 	ranks(&x, p);
 	{

@@ -169,7 +169,6 @@ struct cp_bplan {
 	double cost_imbalance;      /* per-rank cost, max/mean */
 	double kv_bytes;            /* bytes of K and V of one key block (shape's heads_kv, head_dim, dtype) */
 	double lead;                /* LONGATTN_BALANCED_LEAD: work of a first piece, in tiles (0: none) */
-	int one;                    /* LONGATTN_BALANCED_ONE: one forward stage, after every block */
 };
 
 /* 0, or -1 with a message (the shape or the world does not fit). */

@@ -90,12 +90,6 @@ check cpbench-lead-exit test $? -eq 0
 check cpbench-lead-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 2
 stages() { grep 'trace: rank [0-3] fwd:' "$1" | grep -o ' stage ' | wc -l; }
 check cpbench-lead-stages test "$(stages "$T/err1")" -gt "$(stages "$T/err0")"
-# LONGATTN_BALANCED_ONE: one forward stage a rank, after every block: exact
-LONGATTN_BALANCED_ONE=1 LONGATTN_CP_TRACE=1 run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 \
-    -w 0 -n 1 -s balanced --check "$T/c2k.amask" >"$T/rows" 2>"$T/err2"
-check cpbench-one-exit test $? -eq 0
-check cpbench-one-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 2
-check cpbench-one-stages test "$(stages "$T/err2")" -eq 4 -a "$(stages "$T/err0")" -gt 4
 
 # Ranks that read different files under one name must not run
 maskgen -p full -n 1K -o "$T/full.amask" || fail cpbench-mask "maskgen failed"
