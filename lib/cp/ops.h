@@ -95,11 +95,12 @@ void ops_record(struct ops *x, int ev, int s);
 void ops_wait(struct ops *x, int t, int ev);
 void ops_sync(struct ops *x);                 /* every stream done */
 
-/* Timing a pass: start before, stop after (stream 0 must have waited for
- * the other streams' work); stop returns milliseconds.  On the GPU start
- * first writes twice the L2 on stream 0, as kbench does before each pass:
- * the pass starts with a cold cache, and its first launches are enqueued
- * while the write runs, so both tools charge host time alike. */
+/* Timing a pass: flush, start before, stop after (stream 0 must have
+ * waited for the other streams' work); stop returns milliseconds.  On the
+ * GPU flush writes twice the L2 on stream 0, as kbench does before each
+ * pass: the pass starts with a cold cache, and its first launches are
+ * enqueued while the write runs, so both tools charge host time alike. */
+void   ops_flush(struct ops *x);
 void   ops_tstart(struct ops *x);
 double ops_tstop(struct ops *x);
 /* With x->trace set: the moment stream s reaches this point, and the
@@ -125,6 +126,7 @@ void  opsg_acc2d(struct ops *x, float *dst, size_t dpitch, const void *src, int 
 void  opsg_cast(struct ops *x, void *dst, int type, const float *src, size_t n, int s);
 void  opsg_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
                    int n, int64_t E, int s);
+void  opsg_flush(struct ops *x);
 void  opsg_tstart(struct ops *x);
 void  opsg_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                  int type, int b, int64_t sq, int h, int d, int s);

@@ -254,6 +254,11 @@ void ops_sync(struct ops *x)
 	ON_GPU(opsg_sync(x));
 }
 
+void ops_flush(struct ops *x)
+{
+	ON_GPU(opsg_flush(x));
+}
+
 void ops_tstart(struct ops *x)
 {
 	x->nmark = 0;

@@ -285,9 +285,13 @@ void opsg_sync(struct ops *x)
 	fail(x, "device", cudaDeviceSynchronize());
 }
 
-void opsg_tstart(struct ops *x)
+void opsg_flush(struct ops *x)
 {
 	fail(x, "flush", cudaMemsetAsync(x->flush, 0, x->flushlen, S(x, 0)));
+}
+
+void opsg_tstart(struct ops *x)
+{
 	opsg_record(x, 0, 0);
 }
 

@@ -1067,6 +1067,7 @@ static double ptime(struct probe *p, struct comm *c, int op, size_t bytes)
 		ops_sync(&p->x);
 		if (comm_barrier(p->env->world) < 0)
 			comm_abort(p->env->world, "probe: barrier failed");
+		ops_flush(&p->x);
 		ops_tstart(&p->x);
 		for (int b = 0; b < BATCH && !bad; b++) {
 			struct comm_req *q = NULL;
