@@ -90,6 +90,7 @@ struct pctx {
 	int *owner;           /* [n] */
 	double alpha[2];      /* a key block's transfer in tiles of work: inside, across nodes */
 	double imb;           /* assign's cost max/mean */
+	int runs;             /* deal: in runs of neighbours (1) or longest first (0) */
 };
 
 int cp_bpeer(const struct cp_bplan *p, int r, int s, int to)
@@ -185,7 +186,11 @@ static int bycost(const void *a, const void *b)
 }
 
 /* Chunks it[0..ni) into nb bins of cap chunks each; bin[k] gets the bin
- * of it[k]. */
+ * of it[k].  x->runs: the bins start as runs of neighbours in it's
+ * order, and swaps alone balance them; else longest first, ties to
+ * affinity.  Where chunks cost about alike, longest first alternates
+ * (each fills a bin past the tie's tolerance), so every chunk reads its
+ * neighbours from another rank; runs keep them home. */
 static void deal(const struct pctx *x, const int *it, int ni, int nb, int cap, int *bin)
 {
 	int *ord = xmalloc(ni * sizeof *ord), *cnt = xcalloc(nb, sizeof *cnt);
@@ -206,7 +211,12 @@ static void deal(const struct pctx *x, const int *it, int ni, int nb, int cap, i
 		qsort(ord, ni, sizeof *ord, bycost);
 		free(c);
 	}
-	for (int o = 0; o < ni; o++) {
+	for (int o = 0; o < ni && x->runs; o++) {
+		bin[o] = o / cap;
+		cnt[o / cap]++;
+		load[o / cap] += x->ccost[it[o]];
+	}
+	for (int o = 0; o < ni && !x->runs; o++) {
 		int k = ord[o], best = -1;
 		double lo = INFINITY;
 
@@ -365,7 +375,7 @@ static int runs(const int *ready, const double *work, int64_t nt, struct run **o
 		for (int i = 1; i < n; i++)
 			if (v[i].work < v[k].work)
 				k = i;
-		if (v[k].work >= tot / RUNMIN && n <= MAXRUN)
+		if (v[k].work >= tot / (getenv("LONGATTN_BALANCED_RUNMIN") ? atof(getenv("LONGATTN_BALANCED_RUNMIN")) : RUNMIN) && n <= MAXRUN)
 			break;
 		/* Merging k with o delays the earlier one's work */
 		dl = k > 0 ? (v[k - 1].ready < v[k].ready ? v[k - 1].work :
@@ -769,25 +779,28 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 		             ((double)x.T * s->hq / m->heads * 2);
 	/* Chunks per rank: the fastest estimate among the chunkings that
 	 * balance the work within IMBTOL of the best one */
-	pers = xcalloc(8, sizeof *pers);
-	score = xcalloc(8, sizeof *score);
-	imb = xcalloc(8, sizeof *imb);
+	pers = xcalloc(16, sizeof *pers);     /* 2 * chunks per rank + runs */
+	score = xcalloc(16, sizeof *score);
+	imb = xcalloc(16, sizeof *imb);
 	for (int q = 1; q <= MAXPER && (int64_t)world * q <= MAXCHUNK; q *= 2) {
 		if (c % q || (c / q) % x.T)
 			continue;
-		chunking(&x, q);
-		pers[nper] = q;
-		score[nper] = assign(&x);
-		imb[nper] = x.imb;
-		if (x.imb < best)
-			best = x.imb;
-		nper++;
-		unchunk(&x);
+		for (x.runs = 0; x.runs < (getenv("LONGATTN_BALANCED_LPT") ? 1 : 2); x.runs++) {
+			chunking(&x, q);
+			pers[nper] = 2 * q + x.runs;
+			score[nper] = assign(&x);
+			imb[nper] = x.imb;
+			if (x.imb < best)
+				best = x.imb;
+			nper++;
+			unchunk(&x);
+		}
 	}
 	for (int i = 0, pick = -1; i < nper; i++)
 		if (imb[i] <= best + IMBTOL && (pick < 0 || score[i] < score[pick] * 0.999)) {
 			pick = i;
-			per = pers[i];
+			per = pers[i] / 2;
+			x.runs = pers[i] % 2;
 		}
 	free(pers);
 	free(score);
