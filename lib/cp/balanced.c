@@ -8,12 +8,13 @@
  * Work is counted as the kernel sees it: tiles of T x T visited (a partial
  * tile costs what a full one does) plus ROWCOST per row of tiles (loading
  * Q, the epilogue), so a diagonal or a short document is not credited with
- * half a tile.  Chunks go to nodes and then to ranks by longest work first,
- * ties (within TOL of the lightest) to the bin whose chunks read or are
- * read by the chunk most, then swaps while the heaviest bin gets lighter.
- * Of the chunk counts that balance within IMBTOL of the best, the one with
- * the least estimated time (work, and received blocks at alpha tiles each)
- * wins.  The backward pass is one stage; see stages().
+ * half a tile.  Chunks go to nodes and then to ranks in two ways: by
+ * longest work first, ties (within TOL of the lightest) to the bin whose
+ * chunks read or are read by the chunk most; or as runs of neighbours.
+ * Either way swaps follow while the heaviest bin gets lighter.  Of the
+ * chunk counts and deals that balance within IMBTOL of the best, the one
+ * with the least estimated time (work, and received blocks at alpha tiles
+ * each) wins.  The backward pass is one stage; see stages().
  *
  * Streams: 0 computes; the comm layer's side stream carries the exchanges
  * of the world communicator, which comm_wait orders before the stages that
@@ -375,7 +376,7 @@ static int runs(const int *ready, const double *work, int64_t nt, struct run **o
 		for (int i = 1; i < n; i++)
 			if (v[i].work < v[k].work)
 				k = i;
-		if (v[k].work >= tot / (getenv("LONGATTN_BALANCED_RUNMIN") ? atof(getenv("LONGATTN_BALANCED_RUNMIN")) : RUNMIN) && n <= MAXRUN)
+		if (v[k].work >= tot / RUNMIN && n <= MAXRUN)
 			break;
 		/* Merging k with o delays the earlier one's work */
 		dl = k > 0 ? (v[k - 1].ready < v[k].ready ? v[k - 1].work :
@@ -785,7 +786,7 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	for (int q = 1; q <= MAXPER && (int64_t)world * q <= MAXCHUNK; q *= 2) {
 		if (c % q || (c / q) % x.T)
 			continue;
-		for (x.runs = 0; x.runs < (getenv("LONGATTN_BALANCED_LPT") ? 1 : 2); x.runs++) {
+		for (x.runs = 0; x.runs < 2; x.runs++) {
 			chunking(&x, q);
 			pers[nper] = 2 * q + x.runs;
 			score[nper] = assign(&x);

@@ -414,7 +414,7 @@ static void timed(struct cp_run *r, struct scratch *sc, int (*pass)(struct cp_ru
 		 * tens of microseconds apart (each polls its stream), and a rank
 		 * that starts early would count the wait for a late peer's first
 		 * transfer as its own time */
-		if (r->env->backend == COMM_NCCL && !getenv("LONGATTN_CP_NOALIGN") &&
+		if (r->env->backend == COMM_NCCL &&
 		    comm_allreduce(r->env->world, sc->dev, 1, CT_F64, "max", r->x.stream[0]) < 0)
 			cp_commfail(r, "allreduce");
 		comm_sent_reset();
