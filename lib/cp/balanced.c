@@ -421,6 +421,7 @@ static struct cp_bstage stage_of(const struct cp_bplan *p, const struct cp_brank
 	st.wait = u->ready + 1;
 	st.kv = c + (u->ready >= 0 ? (rk->msg[u->ready].b0 + rk->msg[u->ready].nb) * p->T : 0);
 	st.work = u->work;
+	st.kv0 = 0;
 	return st;
 }
 
@@ -514,9 +515,25 @@ static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *rea
 		all.work += v[i].work;
 	}
 	rk->nfwd = n;
-	rk->bwd = xcalloc(1, sizeof *rk->bwd);
+	rk->bwd = xcalloc(2, sizeof *rk->bwd);
 	rk->bwd[0] = stage_of(p, rk, &all);
 	rk->nbwd = 1;
+	if (p->bsplit && rk->nmsg > 0) {
+		/* Own keys under every row while the blocks travel, then the
+		 * received keys under the rows that read them, their dQ added */
+		int64_t t0 = nt, t1 = 0;
+
+		for (int i = 0; i < n; i++)
+			if (v[i].ready >= 0) {
+				t0 = v[i].t0 < t0 ? v[i].t0 : t0;
+				t1 = v[i].t1 > t1 ? v[i].t1 : t1;
+			}
+		rk->bwd[0].kv = p->per * p->C;
+		rk->bwd[0].wait = 0;
+		rk->bwd[1] = stage_of(p, rk, &(struct run){ t0, t1, rk->nmsg - 1, 0 });
+		rk->bwd[1].kv0 = p->per * p->C;
+		rk->nbwd = 2;
+	}
 	rk->bret = 1;
 	free(v);
 	coalesce(rk);
@@ -822,6 +839,7 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	memcpy(p->cost, x.ccost, x.n * sizeof *p->cost);
 	p->kv_bytes = 2.0 * x.T * s->hkv * s->hd * 2;
 	p->lead = getenv("LONGATTN_BALANCED_LEAD") ? atof(getenv("LONGATTN_BALANCED_LEAD")) : 0;
+	p->bsplit = getenv("LONGATTN_BALANCED_BSPLIT") ? atoi(getenv("LONGATTN_BALANCED_BSPLIT")) : 0;
 	p->rank = xcalloc(world, sizeof *p->rank);
 	ranks(&x, p);
 	{
@@ -864,8 +882,8 @@ enum { EV_PASS = 2, EV_CE, EV_RET, EV_END, EV_STG };
  * read them; a reader's partials are written, their owner has read them */
 enum { F_READY, F_DONE, F_PART, F_BACK, NFLAG };
 
-struct kstate {                 /* a stage's kernel: shard rows x key prefix */
-	int64_t q0, q1, kv;
+struct kstate {                 /* a stage's kernel: shard rows x keys [kv0, kv) of the buffer */
+	int64_t q0, q1, kv0, kv;
 	struct mask piece;
 	void *kst;
 };
@@ -879,8 +897,10 @@ struct bal {
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
 	float *ltmp;                /* a stage's lse [hq][rows] */
 	void *ret;                  /* backward: partials of own blocks that came home, per step */
+	void *dqtmp;                /* backward in two stages: the second's dQ */
 	int64_t *retoff;            /* [world] elements into ret: step s's dK | dV from retoff[s] to [s+1] */
-	int64_t *runs;              /* ops buffer: per step, {own token, ret token, tokens} */
+	int64_t *runs;              /* ops buffer: per step, {own token, ret token, tokens}; then dQ's */
+	int nrun;                   /* runs of the steps; the one of dqtmp follows them */
 	int *run0;                  /* [world]: step s's runs are [run0[s], run0[s+1]) */
 	struct kstate *ks;
 	int nks, *fks, *bks;        /* stage -> kstate */
@@ -1243,33 +1263,64 @@ static int bal_fwd(struct cp_run *r)
 	return rc;
 }
 
-/* One stage (cp_bplan): every row against the whole key buffer, dK and dV
- * written where they stay (own tokens) or leave from (received blocks). */
+/* Backward stage g: its rows against keys [kv0, kv) of the buffer, dK and
+ * dV written where they stay (own tokens) or leave from (received blocks),
+ * dQ of its rows to dq. */
+static int stage_bwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k,
+                     void *dq)
+{
+	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d, nk = g->kv - g->kv0;
+	void *dk = at(r->dk, g->kv0, b->E, r->es), *dv = at(r->dv, g->kv0, b->E, r->es);
+	float *lse = r->lse;
+
+	if (k->kst == NULL) {
+		ops_zero(&r->x, dq, rows * qe * r->es, 0);
+		ops_zero(&r->x, dk, nk * b->E * r->es, 0);
+		ops_zero(&r->x, dv, nk * b->E * r->es, 0);
+		return 0;
+	}
+	if (rows < b->c) {
+		ops_copy2d(&r->x, b->ltmp, rows * 4, r->lse + g->q0, b->c * 4, rows * 4, r->hq, 0);
+		lse = b->ltmp;
+	}
+	struct attn_io io = { at(r->q, g->q0, qe, r->es), at(r->k, g->kv0, b->E, r->es),
+	                      at(r->v, g->kv0, b->E, r->es), at(r->o, g->q0, qe, r->es), lse,
+	                      at(r->dout, g->q0, qe, r->es), dq, dk, dv, r->x.stream[0] };
+	return cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
+}
+
+/* One stage (cp_bplan): every row against the whole key buffer.  Or two
+ * (LONGATTN_BALANCED_BSPLIT): own keys under every row while the blocks
+ * travel, then the received ones under the rows that read them, whose
+ * dQ is added to the first's. */
 static int bal_bwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
-	const struct kstate *k = &b->ks[b->bks[0]];
-	int rc = 0;
+	const struct cp_brank *rk = b->rk;
+	int rc = 0, last = rk->nbwd - 1;
 
 	fork1(r);
-	if (b->ce) {
-		ce_fetch(r, b, b->rk->bwd, 1);
-		ops_mark(&r->x, 0, "fetch");
-		ce_arrived(r, b->rk->bwd, 0);
-	} else {
+	if (b->ce)
+		ce_fetch(r, b, rk->bwd, rk->nbwd);
+	else
 		fetch(r, b);
-		ops_mark(&r->x, 0, "fetch");
-		settle(r, b);
+	ops_mark(&r->x, 0, "fetch");
+	if (last > 0) {
+		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq);
+		ops_mark(&r->x, 0, "own");
 	}
+	if (b->ce)
+		ce_arrived(r, rk->bwd, last);
+	else
+		settle(r, b);
 	ops_mark(&r->x, 0, "settle");
-	if (k->kst == NULL) {
-		ops_zero(&r->x, r->dq, b->c * r->hq * r->d * r->es, 0);
-		ops_zero(&r->x, r->dk, b->nkey * b->E * r->es, 0);
-		ops_zero(&r->x, r->dv, b->nkey * b->E * r->es, 0);
+	if (last > 0) {
+		const struct cp_bstage *g = &rk->bwd[last];
+		rc |= stage_bwd(r, b, g, &b->ks[b->bks[last]], b->dqtmp);
+		ops_addruns(&r->x, r->dq, r->type, b->dqtmp, b->runs + 3 * b->nrun, 1,
+		            (int64_t)r->hq * r->d, 0);
 	} else {
-		struct attn_io io = { r->q, r->k, r->v, r->o, r->lse, r->dout, r->dq, r->dk, r->dv,
-		                      r->x.stream[0] };
-		rc = cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
+		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq);
 	}
 	ops_mark(&r->x, 0, "kernel");
 	if (b->ce) {
@@ -1309,14 +1360,15 @@ static int shard_ranges(const struct cp_bplan *p, int rr, int64_t q0, int64_t q1
 	return n;
 }
 
-/* Global token ranges of the first kv tokens of rank rr's key buffer: its
- * shard, then the blocks it received in arrival order. */
-static int key_ranges(const struct cp_bplan *p, int rr, int64_t kv, int64_t (*kr)[2])
+/* Global token ranges of tokens [kv0, kv) of rank rr's key buffer: its
+ * shard, then the blocks it received in arrival order; kv0 is 0 or the
+ * shard's end. */
+static int key_ranges(const struct cp_bplan *p, int rr, int64_t kv0, int64_t kv, int64_t (*kr)[2])
 {
 	int64_t c = p->per * p->C;
-	int nk = shard_ranges(p, rr, 0, c, kr);
+	int nk = kv0 > 0 ? 0 : shard_ranges(p, rr, 0, c, kr);
 
-	for (int j = 0; j < (kv - c) / p->T; j++) {
+	for (int j = kv0 > 0 ? (kv0 - c) / p->T : 0; j < (kv - c) / p->T; j++) {
 		int64_t t0 = p->rank[rr].blk[j] * p->T;
 		if (nk > 0 && kr[nk - 1][1] == t0) {
 			kr[nk - 1][1] = t0 + p->T;
@@ -1336,7 +1388,7 @@ static int layout(const struct cp_run *r, int rank, int64_t (*rg)[2])
 	return shard_ranges(&b->p, rank, 0, b->p.per * b->p.C, rg);
 }
 
-/* The kernel state of rows [q0, q1) x key prefix kv, made once. */
+/* The kernel state of rows [q0, q1) x keys [kv0, kv), made once. */
 static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, int *idx)
 {
 	const struct cp_bplan *p = &b->p;
@@ -1346,18 +1398,19 @@ static int kstate(struct cp_run *r, struct bal *b, const struct cp_bstage *g, in
 	struct attn_shape ls;
 
 	for (int i = 0; i < b->nks; i++)
-		if (b->ks[i].q0 == g->q0 && b->ks[i].q1 == g->q1 && b->ks[i].kv == g->kv) {
+		if (b->ks[i].q0 == g->q0 && b->ks[i].q1 == g->q1 && b->ks[i].kv0 == g->kv0 &&
+		    b->ks[i].kv == g->kv) {
 			*idx = i;
 			return CP_OK;
 		}
 	qr = xcalloc(p->per, sizeof *qr);
 	kr = xcalloc(p->per + b->rk->nblk, sizeof *kr);
 	nq = shard_ranges(p, b->me, g->q0, g->q1, qr);
-	nk = key_ranges(p, b->me, g->kv, kr);
+	nk = key_ranges(p, b->me, g->kv0, g->kv, kr);
 	k = &b->ks[b->nks];
-	*k = (struct kstate){ g->q0, g->q1, g->kv, { 0 }, NULL };
+	*k = (struct kstate){ g->q0, g->q1, g->kv0, g->kv, { 0 }, NULL };
 	*idx = b->nks++;
-	ls = cp_local_shape(r, g->q1 - g->q0, g->kv, r->hq, r->hkv);
+	ls = cp_local_shape(r, g->q1 - g->q0, g->kv - g->kv0, r->hq, r->hkv);
 	st = cp_plan(r, qr, nq, kr, nk, &ls, &k->piece, &k->kst);
 	free(qr);
 	free(kr);
@@ -1390,14 +1443,22 @@ static int return_runs(struct cp_run *r, struct bal *b)
 		}
 	}
 	b->run0[p->world - 1] = n;
-	b->runs = cp_alloc(r, (3 * n + 1) * sizeof *h, &bad);
+	b->nrun = n;
+	if (b->rk->nbwd > 1) {
+		const struct cp_bstage *g = &b->rk->bwd[b->rk->nbwd - 1];
+		h = xrealloc(h, 3 * (n + 1) * sizeof *h);
+		h[3 * n] = g->q0;
+		h[3 * n + 1] = 0;
+		h[3 * n + 2] = g->q1 - g->q0;
+	}
+	b->runs = cp_alloc(r, (3 * n + 4) * sizeof *h, &bad);
 	if (bad) {
 		free(h);
 		cp_fail(r, "out of memory for the transfers");
 		return CP_OOM;
 	}
-	if (n > 0)
-		ops_upload(&r->x, b->runs, h, 3 * n * sizeof *h);
+	if (n + (b->rk->nbwd > 1) > 0)
+		ops_upload(&r->x, b->runs, h, 3 * (n + (b->rk->nbwd > 1)) * sizeof *h);
 	free(h);
 	return CP_OK;
 }
@@ -1451,12 +1512,17 @@ static int bal_setup(struct cp_run *r)
 	b->rret = xcalloc(p->world, sizeof *b->rret);
 	b->retoff = xcalloc(p->world, sizeof *b->retoff);
 	b->run0 = xcalloc(p->world + 1, sizeof *b->run0);
-	for (int i = 0; i < b->rk->nfwd; i++)
-		if (b->rk->fwd[i].q1 - b->rk->fwd[i].q0 < b->c &&
-		    b->rk->fwd[i].q1 - b->rk->fwd[i].q0 > maxrows)
-			maxrows = b->rk->fwd[i].q1 - b->rk->fwd[i].q0;
+	for (int i = 0; i < b->rk->nfwd + (bwd ? b->rk->nbwd : 0); i++) {
+		const struct cp_bstage *g = i < b->rk->nfwd ? &b->rk->fwd[i] : &b->rk->bwd[i - b->rk->nfwd];
+		if (g->q1 - g->q0 < b->c && g->q1 - g->q0 > maxrows)
+			maxrows = g->q1 - g->q0;
+	}
 	if (maxrows > 0)
 		b->ltmp = cp_alloc(r, maxrows * r->hq * sizeof(float), &bad);
+	if (bwd && b->rk->nbwd > 1) {
+		const struct cp_bstage *g = &b->rk->bwd[b->rk->nbwd - 1];
+		b->dqtmp = cp_alloc(r, (g->q1 - g->q0) * r->hq * r->d * r->es, &bad);
+	}
 	if (bwd) {
 		int64_t nret = 0;
 		for (int s = 0; s < p->world - 1; s++) {
@@ -1506,7 +1572,7 @@ static void bal_fini(struct cp_run *r)
 			r->env->kern->fini(b->ks[i].kst);
 		mask_free(&b->ks[i].piece);
 	}
-	cp_free(r, (void *[]){ b->ltmp, b->ret, b->runs }, 3);
+	cp_free(r, (void *[]){ b->ltmp, b->ret, b->runs, b->dqtmp }, 4);
 	free(b->ks);
 	free(b->fks);
 	free(b->bks);
@@ -1559,7 +1625,7 @@ static int sched_piece(struct cp_sched *s, const struct cp_job *job, const struc
 {
 	int64_t (*qr)[2] = xcalloc(p->per, sizeof *qr);
 	int64_t (*kr)[2] = xcalloc(p->per + p->rank[rr].nblk, sizeof *kr);
-	int nq = shard_ranges(p, rr, g->q0, g->q1, qr), nk = key_ranges(p, rr, g->kv, kr);
+	int nq = shard_ranges(p, rr, g->q0, g->q1, qr), nk = key_ranges(p, rr, g->kv0, g->kv, kr);
 	int ai = cps_attn(s, job->mask, qr, nq, kr, nk, job->shape.hq, job->shape.hkv);
 
 	free(qr);
@@ -1625,8 +1691,8 @@ static int sched(const struct cp_job *job, int W, int ns, struct cp_sched *s)
 			}
 		}
 		if (bwd) {
-			struct cp_bstage all = { 0, p.per * p.C, p.per * p.C + rk->nblk * p.T, 0, 0 };
-			if ((ai = sched_piece(s, job, &p, me, rk->nbwd > 0 ? &rk->bwd[0] : &all)) < -1)
+			struct cp_bstage all = { 0, p.per * p.C, p.per * p.C + rk->nblk * p.T, 0, 0, 0 };
+			if ((ai = sched_piece(s, job, &p, me, rk->nbwd == 1 ? &rk->bwd[0] : &all)) < -1)
 				rc = CP_ERROR;
 			cps_at(s, me, 1)->attn = ai;
 			/* the partials added to own dK/dV: both read, one written */

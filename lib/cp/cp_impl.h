@@ -143,6 +143,7 @@ struct cp_bstage {
 	int64_t kv;                 /* key buffer tokens it reads: a prefix */
 	int wait;                   /* messages that must have arrived first */
 	double work;                /* the cost model's, in tiles */
+	int64_t kv0;                /* where its keys start in the key buffer (0, or the received blocks') */
 };
 
 struct cp_brank {
@@ -169,6 +170,7 @@ struct cp_bplan {
 	double cost_imbalance;      /* per-rank cost, max/mean */
 	double kv_bytes;            /* bytes of K and V of one key block (shape's heads_kv, head_dim, dtype) */
 	double lead;                /* LONGATTN_BALANCED_LEAD: work of a first piece, in tiles (0: none) */
+	int bsplit;                 /* LONGATTN_BALANCED_BSPLIT: backward in two stages, own keys first */
 };
 
 /* 0, or -1 with a message (the shape or the world does not fit). */

@@ -81,6 +81,14 @@ for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_d
 	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/nccl-$m.tsv" | wc -l)
 	ok "cpbench-gpu-check-nccl-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ]; echo $?)"
 done
+# ... and with its backward in two stages (LONGATTN_BALANCED_BSPLIT)
+for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_document prefix_lm_causal sliding_window_causal); do
+	LONGATTN_BALANCED_BSPLIT=1 mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v -p bwd -s balanced \
+	    "$W/$m.amask" >"$W/bsplit-$m.tsv" 2>>"$O/cpbench.log"
+	rc=$?
+	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/bsplit-$m.tsv" | wc -l)
+	ok "cpbench-gpu-check-bsplit-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq 1 ]; echo $?)"
+done
 if [ "${CPB_CHECK:-1}" != 0 ]; then
 	t0=$(date +%s)
 	LONGATTN_BALANCED_CE=0 LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=5 LONGATTN_DIE_HOW=hang \

@@ -90,6 +90,14 @@ check cpbench-lead-exit test $? -eq 0
 check cpbench-lead-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 2
 stages() { grep 'trace: rank [0-3] fwd:' "$1" | grep -o ' stage ' | wc -l; }
 check cpbench-lead-stages test "$(stages "$T/err1")" -gt "$(stages "$T/err0")"
+# LONGATTN_BALANCED_BSPLIT: the backward in two stages, own keys first:
+# exact, and every rank that receives blocks runs the first stage
+maskgen -p sliding_window_causal -n 2K -s 3 -o "$T/w2k.amask"
+LONGATTN_BALANCED_BSPLIT=1 LONGATTN_CP_TRACE=1 run cpbench --backend mpi --node-size 2 -H 8:4 -D 32 \
+    -w 0 -n 1 -p bwd -s balanced --check "$T/w2k.amask" >"$T/rows" 2>"$T/err3"
+check cpbench-bsplit-exit test $? -eq 0
+check cpbench-bsplit-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 1
+check cpbench-bsplit-stages test "$(grep -c 'bwd: fetch [0-9./]* own ' "$T/err3")" -ge 3
 
 # Ranks that read different files under one name must not run
 maskgen -p full -n 1K -o "$T/full.amask" || fail cpbench-mask "maskgen failed"
