@@ -19,7 +19,8 @@
 # single-GPU rows, CPB_KERN their kernel (hopper; kbench says unsupported
 # where it is not built for the GPU); with 4 or more GPUs usp and
 # loongtrain also run with --node-size n/2 (two pretend nodes: their
-# inter-node rings).
+# inter-node rings); CPB_AB runs an A/B of variants instead (below), e.g.
+#   CPB_CHECK=0 CPB_AB="base= split=LONGATTN_BALANCED_BSPLIT=1" sh tests/gpu/cpbench.sh
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -104,6 +105,7 @@ for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal
 	case $m in *document) long=--long;; *) long=;; esac
 	# shellcheck disable=SC2086
 	maskgen -p "$m" -n $S -s 1 $long -o "$W/b-$m.amask" || continue
+	[ -n "${CPB_AB:-}" ] && continue
 	# shellcheck disable=SC2086
 	mr 240 cpbench $it ${CPB_S:+-s $CPB_S} "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-bench-$m" $?
@@ -119,7 +121,32 @@ for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal
 	kbench -k "${CPB_KERN:-hopper}" $it "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
 	awk 'FNR > 1 || NR == 1' "$W"/k-*.tsv >"$O/kbench.tsv"
 done
+# CPB_AB: instead of the rows above, an A/B of variants, each NAME=ENV
+# (ENV: VAR=value pairs joined by commas, or nothing), one process per
+# mask and variant, CPB_ROUNDS rounds (2) interleaved, traced
+# (LONGATTN_CP_TRACE), strategies CPB_S (balanced); the single-GPU rows
+# once.  Writes OUTDIR/ab.tsv (round and variant, then a row) and
+# OUTDIR/trace.txt (round, variant, mask, then a trace line).
+if [ -n "${CPB_AB:-}" ]; then
+	for r in $(seq "${CPB_ROUNDS:-2}"); do
+		for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal sliding_window_causal}; do
+			[ -f "$W/b-$m.amask" ] || continue
+			for v in $CPB_AB; do
+				# shellcheck disable=SC2046,SC2086
+				env $(echo "${v#*=}" | tr ',' ' ') LONGATTN_CP_TRACE=1 timeout 240 mpirun --allow-run-as-root \
+				    --bind-to none -n "$n" cpbench $it -s "${CPB_S:-balanced}" "$W/b-$m.amask" \
+				    >"$W/ab.tsv" 2>"$W/ab.err"
+				ok "cpbench-gpu-ab-$r-${v%%=*}-$m" $?
+				[ -f "$O/ab.tsv" ] || head -1 "$W/ab.tsv" | sed 's/^/round\tvariant\t/' >"$O/ab.tsv"
+				awk -v r="$r" -v v="${v%%=*}" 'NR > 1 { print r "\t" v "\t" $0 }' "$W/ab.tsv" >>"$O/ab.tsv"
+				grep 'trace:' "$W/ab.err" | sed "s/^/$r ${v%%=*} $m /" >>"$O/trace.txt"
+			done
+		done
+	done
+	cut -f1,2,4,5,14,18,20 "$O/ab.tsv"
+fi
 [ -f "$O/kbench.tsv" ] || : >"$O/kbench.tsv"
+[ -f "$O/cpbench.tsv" ] || : >"$O/cpbench.tsv"
 cut -f2,3,4,12,13,14,15,16,18,21,22 "$O/cpbench.tsv"
 cut -f2,3,4,12,16,18,21,22 "$O/kbench.tsv"
 rm -rf "$W"
