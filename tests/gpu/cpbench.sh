@@ -21,6 +21,8 @@
 # loongtrain also run with --node-size n/2 (two pretend nodes: their
 # inter-node rings); CPB_AB runs an A/B of variants instead (below), e.g.
 #   CPB_CHECK=0 CPB_AB="base= split=LONGATTN_BALANCED_BSPLIT=1" sh tests/gpu/cpbench.sh
+# and CPB_PREDICT=1 adds cpbench --predict from this call's own
+# calibration beside the benchmark rows (below).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -144,6 +146,32 @@ if [ -n "${CPB_AB:-}" ]; then
 		done
 	done
 	cut -f1,2,4,5,14,18,20 "$O/ab.tsv"
+fi
+# CPB_PREDICT=1: cpbench --predict beside the rows above from this call's
+# own calibration (the model needs several lengths of one build: bench/
+# NOTES.md, "cpbench --predict beside round 10's 8K rows"): links probed
+# on these ranks, single-GPU rows of each mask at the lengths CPB_CAL
+# (8192 16384 65536).  Writes OUTDIR/links.tsv, calibrate.tsv,
+# predicted.tsv and predict-compare.tsv (bench/predict-compare.sh; its
+# median and worst error on the log).
+if [ "${CPB_PREDICT:-0}" = 1 ] && [ -s "$O/cpbench.tsv" ]; then
+	mr 120 cpbench --probe-links >"$O/links.tsv" 2>>"$O/cpbench.log"
+	ok "cpbench-gpu-probe-links" $?
+	for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal sliding_window_causal}; do
+		case $m in *document) long=--long;; *) long=;; esac
+		for L in ${CPB_CAL:-8192 16384 65536}; do
+			# shellcheck disable=SC2086
+			maskgen -p "$m" -n "$L" -s 1 $long -o "$W/cal-$m-$L.amask" &&
+			# shellcheck disable=SC2086
+			kbench -k "${CPB_KERN:-hopper}" $it "$W/cal-$m-$L.amask" >"$W/cal-$m-$L.tsv" 2>>"$O/cpbench.log"
+		done
+	done
+	awk 'FNR > 1 || NR == 1' "$W"/cal-*.tsv >"$O/calibrate.tsv"
+	cpbench --predict "1x$n" --calibrate "$O/calibrate.tsv" --links "$O/links.tsv" -k "${CPB_KERN:-hopper}" \
+	    "$W"/b-*.amask "$W"/cal-*.amask >"$O/predicted.tsv" 2>>"$O/cpbench.log"
+	ok "cpbench-gpu-predict" $?
+	sh bench/predict-compare.sh "$O/cpbench.tsv" "$O/predicted.tsv" >"$O/predict-compare.tsv" 2>"$W/cmp.err"
+	ok "cpbench-gpu-predict-compare ($(cat "$W/cmp.err"))" $?
 fi
 [ -f "$O/kbench.tsv" ] || : >"$O/kbench.tsv"
 [ -f "$O/cpbench.tsv" ] || : >"$O/cpbench.tsv"
