@@ -499,7 +499,9 @@ static int lead(struct run *v, int n, const double *work, double tiles)
  * backward pass is one stage over every row and the whole key buffer: the
  * fetch and the partials' way home are exposed, but dK and dV are written
  * once, where several stages would sum them in fp32 over the key buffer
- * (on cheap masks, more than the transfers cost). */
+ * (on cheap masks, more than the transfers cost).  LONGATTN_BALANCED_BSPLIT
+ * (A/B runs) splits it by keys instead: dK and dV are still written once,
+ * and only the dQ of the rows that read received blocks is summed. */
 static void stages(const struct cp_bplan *p, struct cp_brank *rk, const int *ready,
                    const double *work, int64_t nt)
 {
