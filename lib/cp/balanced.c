@@ -19,6 +19,7 @@
  * Streams: 0 computes; the comm layer's side stream carries the exchanges
  * of the world communicator, which comm_wait orders before the stages that
  * read them. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1469,7 +1470,7 @@ static int bal_setup(struct cp_run *r)
 {
 	struct bal *b = r->self;
 	const struct cp_bplan *p = &b->p;
-	int bad = 0, bwd = r->job->pass == PASS_BWD, st, maxnb = 1;
+	int bad = 0, bwd = r->job->pass == PASS_BWD, st, maxnb = 1, nst = 2;
 	int64_t maxrows = 0;
 
 	b->me = comm_rank(r->env->world);
@@ -1481,24 +1482,28 @@ static int bal_setup(struct cp_run *r)
 	/* Copy engines wherever every rank shares a node: the first stage
 	 * then overlaps its blocks' transfer (NCCL's kernel gets no SM while
 	 * a stage's persistent CTAs run; bench/NOTES.md, round 11) */
-	if (ipc_usable(r) && !(getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE")) == 0)) {
+	for (int q = 0; q < p->world; q++)
+		nst = p->rank[q].nfwd > nst ? p->rank[q].nfwd : nst;
+	if (ipc_usable(r) && !(getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE")) == 0) &&
+	    EV_STG + nst <= OPS_NEVENT) {
 		void *bufs[2] = { r->k, bwd ? r->dk : NULL };
-		int nst = 1;
 
-		for (int q = 0; q < p->world; q++)
-			nst = p->rank[q].nfwd > nst ? p->rank[q].nfwd : nst;
-		if (EV_STG + nst > OPS_NEVENT) {
-			cp_fail(r, "copy engines: %d stages, more than the events", nst);
-			return CP_ERROR;
-		}
 		/* fini's barrier then runs on every rank, a failed one too */
 		b->ce = 1;
-		if ((st = ipc_init(&b->ipc, r, bufs, 2, NFLAG)) != CP_OK)
+		st = ipc_init(&b->ipc, r, bufs, 2, NFLAG);
+		if (st == CP_UNSUPPORTED) {
+			/* Every rank alike: NCCL moves the blocks */
+			b->ce = 0;
+			if (b->me == 0)
+				fprintf(stderr, "%s: balanced: no peer memory (%s): key blocks by NCCL\n",
+				        program_invocation_short_name, b->ipc.why);
+		} else if (st != CP_OK) {
 			return st;
-		if (voff(r, b, b->me) != (char *)r->v - (char *)r->k) {
-			cp_fail(r, "copy engines: a key buffer not laid out as cp_drive's");
-			return CP_ERROR;
 		}
+	}
+	if (b->ce && voff(r, b, b->me) != (char *)r->v - (char *)r->k) {
+		cp_fail(r, "copy engines: a key buffer not laid out as cp_drive's");
+		return CP_ERROR;
 	}
 	for (int rr = 0; rr < p->world; rr++)
 		for (int i = 0; i < p->rank[rr].nmsg; i++)

@@ -18,6 +18,21 @@ int ipc_usable(const struct cp_run *r)
 	return r->x.gpu && bt != NULL && bt->nnodes == 1 && (bt->pmix || bt->size == 1);
 }
 
+/* Every peer mapping made so far undone, the flags freed. */
+static void unmap(struct ipc *p, struct cp_run *r)
+{
+	for (int q = 0; q < p->world; q++) {
+		if (q == p->me)
+			continue;
+		for (int i = 0; i < p->nbuf; i++)
+			ops_ipc_close(&r->x, p->peer[(size_t)q * p->nbuf + i]);
+		ops_ipc_close(&r->x, p->pflags[q]);
+	}
+	cp_free(r, (void *[]){ p->flags }, 1);
+	free(p->peer);
+	free(p->pflags);
+}
+
 int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int nflag)
 {
 	static int calls;
@@ -25,9 +40,11 @@ int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int n
 	/* a rank's record: 1 if its handles are good, then nbuf + 1 handles */
 	size_t rec = (size_t)(nbuf + 1) * OPS_IPC + 1;
 	unsigned char *mine = xcalloc(1, rec), *all = xcalloc(W, rec);
-	char key[32], err[160];
+	char key[32], err[160], was[sizeof r->x.why];
+	const char *f = getenv("LONGATTN_FAULT");
 
-	*p = (struct ipc){ W, me, nbuf, nflag, NULL, NULL, NULL };
+	memcpy(was, r->x.why, sizeof was);
+	*p = (struct ipc){ W, me, nbuf, nflag, NULL, NULL, NULL, "" };
 	p->peer = xcalloc((size_t)W * nbuf, sizeof *p->peer);
 	p->pflags = xcalloc(W, sizeof *p->pflags);
 	p->flags = cp_alloc(r, (size_t)nflag * W * sizeof *p->flags, &bad);
@@ -44,8 +61,11 @@ int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int n
 	if (boot_allgather(r->env->boot, key, mine, all, rec, err, sizeof err) < 0)
 		cp_commfail(r, "handle allgather");
 	for (int q = 0; q < W; q++)
-		if (!all[q * rec])
-			rc = bad ? CP_OOM : CP_ERROR;
+		if (!all[q * rec]) {
+			rc = bad ? CP_OOM : CP_UNSUPPORTED;
+			if (!p->why[0])
+				snprintf(p->why, sizeof p->why, "rank %d has no handle for its memory", q);
+		}
 	for (int q = 0; q < W && rc == CP_OK; q++) {
 		const unsigned char *h = all + q * rec + 1;
 
@@ -57,18 +77,44 @@ int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int n
 		}
 		for (int i = 0; i < nbuf && rc == CP_OK; i++)
 			if (bufs[i] != NULL && (p->peer[(size_t)q * nbuf + i] = ops_ipc_open(&r->x, h + (size_t)i * OPS_IPC)) == NULL)
-				rc = CP_ERROR;
+				rc = CP_UNSUPPORTED;
 		if (rc == CP_OK && (p->pflags[q] = ops_ipc_open(&r->x, h + (size_t)nbuf * OPS_IPC)) == NULL)
-			rc = CP_ERROR;
+			rc = CP_UNSUPPORTED;
+	}
+	/* For tests: the last rank cannot map its peers */
+	if (f != NULL && strcmp(f, "ipc") == 0 && me == W - 1 && rc == CP_OK)
+		rc = CP_UNSUPPORTED;
+	/* Whether every rank mapped every peer: then all use the mappings */
+	if (rc != CP_OOM) {
+		unsigned char ok = rc == CP_OK, *oks = xcalloc(W, 1);
+
+		snprintf(key, sizeof key, "cp-ipc-ok-%d", calls - 1);
+		if (boot_allgather(r->env->boot, key, &ok, oks, 1, err, sizeof err) < 0)
+			cp_commfail(r, "ipc allgather");
+		for (int q = 0; q < W; q++)
+			if (!oks[q]) {
+				rc = CP_UNSUPPORTED;
+				if (!p->why[0])
+					snprintf(p->why, sizeof p->why, "rank %d: %.90s", q,
+					         q == me && r->x.why[0] && !was[0] ? r->x.why : "cannot map a peer's memory");
+			}
+		free(oks);
 	}
 	if (rc == CP_OOM)
 		cp_fail(r, "out of memory for the peer flags");
-	else if (rc != CP_OK)
-		cp_fail(r, "peer memory: %s", ops_failed(&r->x) ? ops_failed(&r->x) : "a peer has no handle");
-	/* No peer writes a flag before every rank has zeroed its own */
+	/* No peer writes a flag before every rank has zeroed its own, nor
+	 * unmaps before every rank knows the outcome */
 	ops_sync(&r->x);
 	if (comm_barrier(r->env->world) < 0)
 		cp_commfail(r, "barrier");
+	if (rc == CP_UNSUPPORTED) {
+		unmap(p, r);
+		ops_sync(&r->x);
+		ops_unfail(&r->x, was);
+		p->peer = NULL;
+		p->pflags = NULL;
+		p->flags = NULL;
+	}
 	free(mine);
 	free(all);
 	return rc;
@@ -80,16 +126,8 @@ void ipc_fini(struct ipc *p, struct cp_run *r)
 	ops_sync(&r->x);
 	if (comm_barrier(r->env->world) < 0)
 		cp_commfail(r, "barrier");
-	for (int q = 0; p->peer != NULL && q < p->world; q++) {
-		if (q == p->me)
-			continue;
-		for (int i = 0; i < p->nbuf; i++)
-			ops_ipc_close(&r->x, p->peer[(size_t)q * p->nbuf + i]);
-		ops_ipc_close(&r->x, p->pflags[q]);
-	}
-	cp_free(r, (void *[]){ p->flags }, 1);
-	free(p->peer);
-	free(p->pflags);
+	if (p->peer != NULL)
+		unmap(p, r);
 	*p = (struct ipc){ 0 };
 }
 

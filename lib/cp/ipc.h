@@ -16,13 +16,17 @@ struct ipc {
 	void **peer;            /* [world][nbuf]: rank r's buffer i, mapped here (own: as given) */
 	uint32_t *flags;        /* own device words, [nflag][world] */
 	void **pflags;          /* [world]: rank r's flags, mapped here */
+	char why[120];          /* ipc_init's CP_UNSUPPORTED: which rank could not map, and why */
 };
 
 /* Whether every rank of the job shares this rank's node (and GPUs). */
 int   ipc_usable(const struct cp_run *r);
 /* Collective: maps the nbuf buffers of every rank (each an ops_alloc'd
  * pointer, NULL for none) in every other, and nflag flags per peer, all
- * zero when it returns on any rank.  CP_OK, or a status with r->why. */
+ * zero when it returns on any rank.  CP_OK; CP_UNSUPPORTED on every rank
+ * where one could not map them (p->why says which and why; nothing is
+ * left mapped or failed, and the caller may go on without); else a
+ * status with r->why.  LONGATTN_FAULT=ipc: the last rank cannot. */
 int   ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int nflag);
 void  ipc_fini(struct ipc *p, struct cp_run *r);
 void *ipc_buf(const struct ipc *p, int rank, int i);

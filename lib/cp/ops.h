@@ -34,6 +34,9 @@ struct ops {
 int   ops_init(struct ops *x, int gpu, char *err, size_t errlen);
 void  ops_fini(struct ops *x);
 const char *ops_failed(const struct ops *x);
+/* The first failure back to was (what ops_failed said before a step whose
+ * failures the caller handles), CUDA's last error cleared. */
+void ops_unfail(struct ops *x, const char *was);
 
 /* NULL when out of memory (no message: the caller reports OOM). */
 void *ops_alloc(struct ops *x, size_t n);
@@ -127,6 +130,7 @@ void  opsg_cast(struct ops *x, void *dst, int type, const float *src, size_t n, 
 void  opsg_addruns(struct ops *x, void *dst, int type, const void *src, const int64_t *runs,
                    int n, int64_t E, int s);
 void  opsg_flush(struct ops *x);
+void  opsg_unfail(struct ops *x);
 void  opsg_tstart(struct ops *x);
 void  opsg_merge(struct ops *x, float *o, float *lse, const void *op, const float *lsep,
                  int type, int b, int64_t sq, int h, int d, int s);

@@ -54,6 +54,12 @@ const char *ops_failed(const struct ops *x)
 	return x->why[0] ? x->why : NULL;
 }
 
+void ops_unfail(struct ops *x, const char *was)
+{
+	snprintf(x->why, sizeof x->why, "%s", was);
+	ON_GPU(opsg_unfail(x));
+}
+
 void *ops_alloc(struct ops *x, size_t n)
 {
 	char *p;

@@ -84,6 +84,17 @@ for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_d
 	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/nccl-$m.tsv" | wc -l)
 	ok "cpbench-gpu-check-nccl-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ]; echo $?)"
 done
+# Where the ranks cannot map each other's memory (LONGATTN_FAULT=ipc: the
+# last rank cannot), balanced says so once and moves its blocks by NCCL
+if [ "${CPB_CHECK:-1}" = 1 ]; then
+	LONGATTN_FAULT=ipc mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -s balanced \
+	    "$W/causal_document.amask" >"$W/fault.tsv" 2>"$W/fault.err"
+	rc=$?
+	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/fault.tsv" | wc -l)
+	grep 'peer memory' "$W/fault.err" | sed 's/^/#  /'
+	ok "cpbench-gpu-ipc-fallback ($nok rows ok, exit $rc)" \
+	    "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ] && [ "$(grep -c 'key blocks by NCCL' "$W/fault.err")" -eq 2 ]; echo $?)"
+fi
 # ... and with its backward in two stages (LONGATTN_BALANCED_BSPLIT)
 for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_document prefix_lm_causal sliding_window_causal); do
 	LONGATTN_BALANCED_BSPLIT=1 mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v -p bwd -s balanced \
