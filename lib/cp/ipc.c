@@ -37,7 +37,8 @@ int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int n
 {
 	static int calls;
 	int W = comm_size(r->env->world), me = comm_rank(r->env->world), bad = 0, rc = CP_OK;
-	/* a rank's record: 1 if its handles are good, then nbuf + 1 handles */
+	/* a rank's record: 1 if its handles are good (0 if not, 2 if out of
+	 * memory), then nbuf + 1 handles */
 	size_t rec = (size_t)(nbuf + 1) * OPS_IPC + 1;
 	unsigned char *mine = xcalloc(1, rec), *all = xcalloc(W, rec);
 	char key[32], err[160], was[sizeof r->x.why];
@@ -55,16 +56,20 @@ int ipc_init(struct ipc *p, struct cp_run *r, void *const *bufs, int nbuf, int n
 			if (bufs[i] != NULL && ops_ipc_get(&r->x, bufs[i], mine + 1 + (size_t)i * OPS_IPC) < 0)
 				mine[0] = 0;
 	}
+	if (bad)
+		mine[0] = 2;
 	/* Through PMIx in host memory, so that every rank takes the same
 	 * way, a rank out of memory included, and all see who failed */
 	snprintf(key, sizeof key, "cp-ipc-%d", calls++);
 	if (boot_allgather(r->env->boot, key, mine, all, rec, err, sizeof err) < 0)
 		cp_commfail(r, "handle allgather");
 	for (int q = 0; q < W; q++)
-		if (!all[q * rec]) {
-			rc = bad ? CP_OOM : CP_UNSUPPORTED;
-			if (!p->why[0])
-				snprintf(p->why, sizeof p->why, "rank %d has no handle for its memory", q);
+		if (all[q * rec] == 2)
+			rc = CP_OOM;
+	for (int q = 0; q < W && rc == CP_OK; q++)
+		if (all[q * rec] == 0) {
+			rc = CP_UNSUPPORTED;
+			snprintf(p->why, sizeof p->why, "rank %d has no handle for its memory", q);
 		}
 	for (int q = 0; q < W && rc == CP_OK; q++) {
 		const unsigned char *h = all + q * rec + 1;
