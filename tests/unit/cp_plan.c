@@ -3,11 +3,13 @@
  * exactly the key blocks of others that its rows read, from the peer that
  * holds them at that peer's step, inside the node first; every allowed
  * pair is computed exactly once by the forward stages and once by the
- * backward ones; the plan is a pure function; and the work is balanced. */
+ * backward ones (dK and dV written once where the backward splits); the
+ * plan is a pure function; and the work is balanced. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cp/cp_impl.h"
+#include "pattern.h"
 #include "rng.h"
 #include "tap.h"
 
@@ -42,6 +44,50 @@ static int allows(const struct mask *m, int64_t q, int64_t k)
 /* Pairs of the stages st[0..n) of rank r that the mask allows, with every
  * row in exactly one stage and every allowed pair of those rows inside the
  * stage's key prefix; -1 if not. */
+/* The backward stages st[0..n) of rank r: key ranges [kv0, kv) that tile
+ * the key buffer (dK and dV written once), and every allowed pair of
+ * r's rows in exactly one stage (rows may repeat: their dQ is summed).
+ * The allowed pairs, or -1. */
+static int64_t bpairs(const struct mask *m, const struct cp_bplan *p, int r,
+                      const struct cp_bstage *st, int n, int64_t S)
+{
+	int64_t c = p->per * p->C, nkey = c + p->rank[r].nblk * p->T, tot = 0, at = 0;
+	int64_t *kat = malloc(S * sizeof *kat);
+
+	for (int64_t k = 0; k < S; k++)
+		kat[k] = -1;
+	for (int64_t k = 0; k < nkey; k++) {
+		if (kat[ktok(p, r, k)] >= 0)
+			goto bad;
+		kat[ktok(p, r, k)] = k;
+	}
+	for (int i = 0; i < n; i++) {
+		if (st[i].kv0 != at || st[i].kv <= st[i].kv0)
+			goto bad;
+		at = st[i].kv;
+	}
+	if (at != nkey)
+		goto bad;
+	for (int64_t q = 0; q < c; q++)
+		for (int64_t k = 0; k < S; k++) {
+			int a = 0, in = 0;
+			for (int h = 0; h < m->heads; h++)
+				a += mask_allows(m, h, tok(p, r, q), k);
+			if (a == 0)
+				continue;
+			for (int i = 0; i < n; i++)
+				in += q >= st[i].q0 && q < st[i].q1 && kat[k] >= st[i].kv0 && kat[k] < st[i].kv;
+			if (in != 1)
+				goto bad;
+			tot += a;
+		}
+	free(kat);
+	return tot;
+bad:
+	free(kat);
+	return -1;
+}
+
 static int64_t pairs(const struct mask *m, const struct cp_bplan *p, int r,
                      const struct cp_bstage *st, int n, int64_t S)
 {
@@ -142,7 +188,7 @@ static void check(const char *name, const struct mask *m, int W, int G)
 		free(want);
 		{
 			int64_t f = pairs(m, &p, r, rk->fwd, rk->nfwd, S);
-			int64_t b = pairs(m, &p, r, rk->bwd, rk->nbwd, S);
+			int64_t b = bpairs(m, &p, r, rk->bwd, rk->nbwd, S);
 			nfp = f < 0 || nfp < 0 ? -1 : nfp + f;
 			nbp = b < 0 || nbp < 0 ? -1 : nbp + b;
 		}
@@ -249,6 +295,54 @@ int main(void)
 			}
 			mask_free(&m);
 		}
+	}
+	/* The backward in two stages (LONGATTN_BALANCED_BSPLIT): the same
+	 * checks, bpairs's among them */
+	setenv("LONGATTN_BALANCED_BSPLIT", "1", 1);
+	{
+		const int64_t sl[][5] = { { 0, 462, 0, 512, MASK_BICAUSAL } };
+		struct attn_shape sh = shape(S);
+		struct cp_bplan p;
+		int two = 0;
+
+		slices(&m, S, "band, split backward", sl, 1);
+		check("band, split backward", &m, 4, 2);
+		if (cp_balanced_plan(&m, 4, 2, &sh, &p, err, sizeof err) == 0) {
+			for (int r = 0; r < 4; r++)
+				two += p.rank[r].nbwd == 2 && p.rank[r].bwd[1].kv0 == p.per * p.C;
+			cp_balanced_free(&p);
+		}
+		ok(two >= 3, "band, split backward: %d of 4 ranks split their backward at their own keys' end", two);
+		mask_free(&m);
+	}
+	{
+		const int64_t sl[][5] = { { 0, 100, 0, 100, MASK_FULL }, { 100, 300, 0, 100, MASK_FULL },
+		                          { 100, 300, 100, 300, MASK_CAUSAL }, { 400, 512, 0, 512, MASK_CAUSAL } };
+		slices(&m, S, "prefix_holes, split backward", sl, 4);
+		check("prefix_holes, split backward", &m, 4, 2);
+		mask_free(&m);
+	}
+	unsetenv("LONGATTN_BALANCED_BSPLIT");
+	/* A causal window of 1024 on 16K, 2 ranks: every row but the first
+	 * 1024 does the same work, so longest first deals alternately and
+	 * every chunk reads its neighbours remotely; the runs deal shares the
+	 * window's opening with few blocks moved (bench/NOTES.md, round 11) */
+	{
+		struct pattern_args a = { .s = 16384, .window = 1024 };
+		struct attn_shape s = shape(16384);
+		struct cp_bplan p;
+
+		if (pattern_find("sliding_window_causal")->build(&m, &a, err, sizeof err) != 0)
+			ok(0, "window mask: %s", err);
+		else if (cp_balanced_plan(&m, 2, 2, &s, &p, err, sizeof err) == 0) {
+			ok(p.cost_imbalance < 1.02 && p.rank[0].nblk + p.rank[1].nblk <= 24,
+			   "window 16K on 2 ranks: work max/mean %.4f, blocks received %d + %d",
+			   p.cost_imbalance, p.rank[0].nblk, p.rank[1].nblk);
+			cp_balanced_free(&p);
+		} else {
+			ok(0, "window 16K plan: %s", err);
+		}
+		mask_free(&m);
 	}
 	/* Balance: a causal mask long enough for 128-token tiles */
 	{
