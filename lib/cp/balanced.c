@@ -880,7 +880,7 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 /* ops events: 0, 1 time the pass; with copy engines, stream 2 starts at
  * EV_CE, has pulled stage i's blocks at EV_STG + i, the partials at
  * EV_RET, and is done at EV_END */
-enum { EV_PASS = 2, EV_CE, EV_RET, EV_END, EV_STG };
+enum { EV_PASS = 2, EV_CE, EV_RET, EV_END, EV_JOIN, EV_STG };
 /* Flags of peer memory (ipc.h): a sender's K/V are ready, its reader has
  * read them; a reader's partials are written, their owner has read them */
 enum { F_READY, F_DONE, F_PART, F_BACK, NFLAG };
@@ -898,7 +898,9 @@ struct bal {
 	const struct cp_brank *rk;
 	int me, *pos;               /* pos[chunk]: its place in its owner's shard */
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
-	float *ltmp;                /* a stage's lse [hq][rows] */
+	float *ltmp;                /* stages' lse [hq][rows], forward stage i's from loff[i] */
+	int64_t *loff;
+	int conc;                   /* LONGATTN_BALANCED_CONC: forward stages on streams 0 and 1 */
 	void *ret;                  /* backward: partials of own blocks that came home, per step */
 	void *dqtmp;                /* backward in two stages: the second's dQ */
 	int64_t *retoff;            /* [world] elements into ret: step s's dK | dV from retoff[s] to [s+1] */
@@ -1138,11 +1140,11 @@ static void ce_fetch(struct cp_run *r, struct bal *b, const struct cp_bstage *st
 	ops_record(&r->x, EV_END, 2);
 }
 
-/* Stream 0 goes on once stage g's blocks are here. */
-static void ce_arrived(struct cp_run *r, const struct cp_bstage *st, int g)
+/* Stream s goes on once stage g's blocks are here. */
+static void ce_arrived(struct cp_run *r, const struct cp_bstage *st, int g, int s)
 {
 	if (st[g].wait > 0)
-		ops_wait(&r->x, 0, EV_STG + g);
+		ops_wait(&r->x, s, EV_STG + g);
 }
 
 /* The pass ends when stream 2 has, and when every reader of own K/V (and,
@@ -1195,17 +1197,21 @@ static void ce_return(struct cp_run *r, struct bal *b)
 		sum_back(r, b, s);
 }
 
-static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k)
+/* Forward stage i on stream s: its rows' O, and their LSE through its
+ * own room in ltmp where it has not every row. */
+static int stage_fwd(struct cp_run *r, struct bal *b, int i, int s)
 {
+	const struct cp_bstage *g = &b->rk->fwd[i];
+	const struct kstate *k = &b->ks[b->fks[i]];
 	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d;
 	int full = rows == b->c;
-	float *lse = full ? r->lse : b->ltmp;
+	float *lse = full ? r->lse : b->ltmp + b->loff[i];
 	void *o = at(r->o, g->q0, qe, r->es);
 	int rc = 0;
 
 	if (k->kst == NULL) {
-		ops_zero(&r->x, o, rows * qe * r->es, 0);
-		ops_fill(&r->x, lse, -INFINITY, rows * r->hq, 0);
+		ops_zero(&r->x, o, rows * qe * r->es, s);
+		ops_fill(&r->x, lse, -INFINITY, rows * r->hq, s);
 	} else {
 		struct attn_io io = { 0 };
 		io.q = at(r->q, g->q0, qe, r->es);
@@ -1213,11 +1219,11 @@ static int stage_fwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g,
 		io.v = r->v;
 		io.o = o;
 		io.lse = lse;
-		io.stream = r->x.stream[0];
+		io.stream = r->x.stream[s];
 		rc = cp_kern_rc(r, r->env->kern->fwd(k->kst, &io), "forward");
 	}
 	if (!full)
-		ops_copy2d(&r->x, r->lse + g->q0, b->c * 4, lse, rows * 4, rows * 4, r->hq, 0);
+		ops_copy2d(&r->x, r->lse + g->q0, b->c * 4, lse, rows * 4, rows * 4, r->hq, s);
 	return rc;
 }
 
@@ -1237,11 +1243,20 @@ static int bal_fwd(struct cp_run *r)
 	if (b->ce) {
 		ce_fetch(r, b, b->rk->fwd, b->rk->nfwd);
 		ops_mark(&r->x, 0, "fetch");
+		/* LONGATTN_BALANCED_CONC: stages alternate between streams 0
+		 * and 1, each after its blocks alone, so that one's CTAs take
+		 * the SMs its predecessor's tail leaves (rows, O and LSE rooms
+		 * of stages are disjoint) */
 		for (int i = 0; i < b->rk->nfwd; i++) {
-			ce_arrived(r, b->rk->fwd, i);
-			ops_mark(&r->x, 0, "wait");
-			rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
-			ops_mark(&r->x, 0, "stage");
+			int s = b->conc ? i % 2 : 0;
+			ce_arrived(r, b->rk->fwd, i, s);
+			ops_mark(&r->x, s, "wait");
+			rc |= stage_fwd(r, b, i, s);
+			ops_mark(&r->x, s, "stage");
+		}
+		if (b->conc) {
+			ops_record(&r->x, EV_JOIN, 1);
+			ops_wait(&r->x, 0, EV_JOIN);
 		}
 		ce_settle(r, b, 0);
 		ops_mark(&r->x, 0, "settle");
@@ -1258,7 +1273,7 @@ static int bal_fwd(struct cp_run *r)
 	for (int i = 0; i < b->rk->nfwd; i++) {
 		arrived(r, b, b->rk->fwd[i].wait);
 		ops_mark(&r->x, 0, "wait");
-		rc |= stage_fwd(r, b, &b->rk->fwd[i], &b->ks[b->fks[i]]);
+		rc |= stage_fwd(r, b, i, 0);
 		ops_mark(&r->x, 0, "stage");
 	}
 	settle(r, b);
@@ -1313,7 +1328,7 @@ static int bal_bwd(struct cp_run *r)
 		ops_mark(&r->x, 0, "own");
 	}
 	if (b->ce)
-		ce_arrived(r, rk->bwd, last);
+		ce_arrived(r, rk->bwd, last, 0);
 	else
 		settle(r, b);
 	ops_mark(&r->x, 0, "settle");
@@ -1501,6 +1516,7 @@ static int bal_setup(struct cp_run *r)
 			return st;
 		}
 	}
+	b->conc = b->ce && getenv("LONGATTN_BALANCED_CONC") && atoi(getenv("LONGATTN_BALANCED_CONC"));
 	if (b->ce && voff(r, b, b->me) != (char *)r->v - (char *)r->k) {
 		cp_fail(r, "copy engines: a key buffer not laid out as cp_drive's");
 		return CP_ERROR;
@@ -1519,10 +1535,15 @@ static int bal_setup(struct cp_run *r)
 	b->rret = xcalloc(p->world, sizeof *b->rret);
 	b->retoff = xcalloc(p->world, sizeof *b->retoff);
 	b->run0 = xcalloc(p->world + 1, sizeof *b->run0);
+	/* ltmp: a room per partial forward stage (they may run at once),
+	 * the backward's partial stage's after them */
+	b->loff = xcalloc(b->rk->nfwd + 1, sizeof *b->loff);
 	for (int i = 0; i < b->rk->nfwd + (bwd ? b->rk->nbwd : 0); i++) {
 		const struct cp_bstage *g = i < b->rk->nfwd ? &b->rk->fwd[i] : &b->rk->bwd[i - b->rk->nfwd];
-		if (g->q1 - g->q0 < b->c && g->q1 - g->q0 > maxrows)
-			maxrows = g->q1 - g->q0;
+		if (i < b->rk->nfwd)
+			b->loff[i] = maxrows * r->hq;
+		if (g->q1 - g->q0 < b->c)
+			maxrows += g->q1 - g->q0;
 	}
 	if (maxrows > 0)
 		b->ltmp = cp_alloc(r, maxrows * r->hq * sizeof(float), &bad);
@@ -1580,6 +1601,7 @@ static void bal_fini(struct cp_run *r)
 		mask_free(&b->ks[i].piece);
 	}
 	cp_free(r, (void *[]){ b->ltmp, b->ret, b->runs, b->dqtmp }, 4);
+	free(b->loff);
 	free(b->ks);
 	free(b->fks);
 	free(b->bks);
