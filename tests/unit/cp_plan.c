@@ -229,6 +229,12 @@ static void slices(struct mask *m, int64_t S, const char *name, const int64_t (*
 		ok(0, "%s: %s", name, err);
 }
 
+/* prefix LM with a prefix of 100, and a row range that reads nothing at all */
+static const int64_t prefix_holes[][5] = {
+	{ 0, 100, 0, 100, MASK_FULL }, { 100, 300, 0, 100, MASK_FULL },
+	{ 100, 300, 100, 300, MASK_CAUSAL }, { 400, 512, 0, 512, MASK_CAUSAL }
+};
+
 int main(void)
 {
 	struct mask m;
@@ -261,11 +267,7 @@ int main(void)
 		mask_free(&m);
 	}
 	{
-		/* prefix LM with a prefix of 100, and a row range that reads
-		 * nothing at all */
-		const int64_t sl[][5] = { { 0, 100, 0, 100, MASK_FULL }, { 100, 300, 0, 100, MASK_FULL },
-		                          { 100, 300, 100, 300, MASK_CAUSAL }, { 400, 512, 0, 512, MASK_CAUSAL } };
-		slices(&m, S, "prefix_holes", sl, 4);
+		slices(&m, S, "prefix_holes", prefix_holes, 4);
 		check("prefix_holes", &m, 4, 2);
 		mask_free(&m);
 	}
@@ -316,9 +318,7 @@ int main(void)
 		mask_free(&m);
 	}
 	{
-		const int64_t sl[][5] = { { 0, 100, 0, 100, MASK_FULL }, { 100, 300, 0, 100, MASK_FULL },
-		                          { 100, 300, 100, 300, MASK_CAUSAL }, { 400, 512, 0, 512, MASK_CAUSAL } };
-		slices(&m, S, "prefix_holes, split backward", sl, 4);
+		slices(&m, S, "prefix_holes, split backward", prefix_holes, 4);
 		check("prefix_holes, split backward", &m, 4, 2);
 		mask_free(&m);
 	}
