@@ -900,7 +900,7 @@ struct bal {
 	int64_t c, nkey, E;         /* shard tokens, key buffer tokens, elements of K per token */
 	float *ltmp;                /* stages' lse [hq][rows], forward stage i's from loff[i] */
 	int64_t *loff;
-	int conc;                   /* LONGATTN_BALANCED_CONC: forward stages on streams 0 and 1 */
+	int conc;                   /* LONGATTN_BALANCED_CONC: stages on streams 0 and 1 */
 	void *ret;                  /* backward: partials of own blocks that came home, per step */
 	void *dqtmp;                /* backward in two stages: the second's dQ */
 	int64_t *retoff;            /* [world] elements into ret: step s's dK | dV from retoff[s] to [s+1] */
@@ -1285,25 +1285,25 @@ static int bal_fwd(struct cp_run *r)
  * dV written where they stay (own tokens) or leave from (received blocks),
  * dQ of its rows to dq. */
 static int stage_bwd(struct cp_run *r, struct bal *b, const struct cp_bstage *g, const struct kstate *k,
-                     void *dq)
+                     void *dq, int s)
 {
 	int64_t rows = g->q1 - g->q0, qe = (int64_t)r->hq * r->d, nk = g->kv - g->kv0;
 	void *dk = at(r->dk, g->kv0, b->E, r->es), *dv = at(r->dv, g->kv0, b->E, r->es);
 	float *lse = r->lse;
 
 	if (k->kst == NULL) {
-		ops_zero(&r->x, dq, rows * qe * r->es, 0);
-		ops_zero(&r->x, dk, nk * b->E * r->es, 0);
-		ops_zero(&r->x, dv, nk * b->E * r->es, 0);
+		ops_zero(&r->x, dq, rows * qe * r->es, s);
+		ops_zero(&r->x, dk, nk * b->E * r->es, s);
+		ops_zero(&r->x, dv, nk * b->E * r->es, s);
 		return 0;
 	}
 	if (rows < b->c) {
-		ops_copy2d(&r->x, b->ltmp, rows * 4, r->lse + g->q0, b->c * 4, rows * 4, r->hq, 0);
+		ops_copy2d(&r->x, b->ltmp, rows * 4, r->lse + g->q0, b->c * 4, rows * 4, r->hq, s);
 		lse = b->ltmp;
 	}
 	struct attn_io io = { at(r->q, g->q0, qe, r->es), at(r->k, g->kv0, b->E, r->es),
 	                      at(r->v, g->kv0, b->E, r->es), at(r->o, g->q0, qe, r->es), lse,
-	                      at(r->dout, g->q0, qe, r->es), dq, dk, dv, r->x.stream[0] };
+	                      at(r->dout, g->q0, qe, r->es), dq, dk, dv, r->x.stream[s] };
 	return cp_kern_rc(r, r->env->kern->bwd(k->kst, &io), "backward");
 }
 
@@ -1315,7 +1315,10 @@ static int bal_bwd(struct cp_run *r)
 {
 	struct bal *b = r->self;
 	const struct cp_brank *rk = b->rk;
-	int rc = 0, last = rk->nbwd - 1;
+	/* With LONGATTN_BALANCED_CONC the second stage runs on stream 1 as
+	 * soon as its blocks are in, beside the first (their dQ, dK and dV
+	 * rooms are disjoint) */
+	int rc = 0, last = rk->nbwd - 1, s = last > 0 && b->conc;
 
 	fork1(r);
 	if (b->ce)
@@ -1324,21 +1327,25 @@ static int bal_bwd(struct cp_run *r)
 		fetch(r, b);
 	ops_mark(&r->x, 0, "fetch");
 	if (last > 0) {
-		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq);
+		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq, 0);
 		ops_mark(&r->x, 0, "own");
 	}
 	if (b->ce)
-		ce_arrived(r, rk->bwd, last, 0);
+		ce_arrived(r, rk->bwd, last, s);
 	else
 		settle(r, b);
-	ops_mark(&r->x, 0, "settle");
+	ops_mark(&r->x, s, "settle");
 	if (last > 0) {
 		const struct cp_bstage *g = &rk->bwd[last];
-		rc |= stage_bwd(r, b, g, &b->ks[b->bks[last]], b->dqtmp);
+		rc |= stage_bwd(r, b, g, &b->ks[b->bks[last]], b->dqtmp, s);
+		if (s) {
+			ops_record(&r->x, EV_JOIN, 1);
+			ops_wait(&r->x, 0, EV_JOIN);
+		}
 		ops_addruns(&r->x, r->dq, r->type, b->dqtmp, b->runs + 3 * b->nrun, 1,
 		            (int64_t)r->hq * r->d, 0);
 	} else {
-		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq);
+		rc |= stage_bwd(r, b, &rk->bwd[0], &b->ks[b->bks[0]], r->dq, 0);
 	}
 	ops_mark(&r->x, 0, "kernel");
 	if (b->ce) {

@@ -20,8 +20,8 @@
 # where it is not built for the GPU); with 4 or more GPUs usp and
 # loongtrain also run with --node-size n/2 (two pretend nodes: their
 # inter-node rings); CPB_AB runs an A/B of variants instead (below), e.g.
-#   CPB_CHECK=0 CPB_AB="base= split=LONGATTN_BALANCED_BSPLIT=1 conc=LONGATTN_BALANCED_CONC=1" \
-#       sh tests/gpu/cpbench.sh
+#   CPB_CHECK=0 CPB_AB="base= conc=LONGATTN_BALANCED_CONC=1 \
+#       both=LONGATTN_BALANCED_BSPLIT=1,LONGATTN_BALANCED_CONC=1" sh tests/gpu/cpbench.sh
 # and CPB_PREDICT=1 adds cpbench --predict from this call's own
 # calibration beside the benchmark rows (below).
 set -u
@@ -96,13 +96,15 @@ if [ "${CPB_CHECK:-1}" = 1 ]; then
 	ok "cpbench-gpu-ipc-fallback ($nok rows ok, exit $rc)" \
 	    "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ] && [ "$(grep -c 'key blocks by NCCL' "$W/fault.err")" -eq 2 ]; echo $?)"
 fi
-# ... with its backward in two stages (LONGATTN_BALANCED_BSPLIT), and
-# with its forward stages on two streams (LONGATTN_BALANCED_CONC)
+# ... with its backward in two stages (LONGATTN_BALANCED_BSPLIT), with
+# its stages on two streams (LONGATTN_BALANCED_CONC), and both
 for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_document prefix_lm_causal sliding_window_causal); do
-	for v in bsplit,bwd,LONGATTN_BALANCED_BSPLIT=1 conc,fwd,LONGATTN_BALANCED_CONC=1; do
+	for v in bsplit,bwd,LONGATTN_BALANCED_BSPLIT=1 conc,fwd,LONGATTN_BALANCED_CONC=1 \
+	    both,bwd,LONGATTN_BALANCED_BSPLIT=1:LONGATTN_BALANCED_CONC=1; do
 		name=${v%%,*} rest=${v#*,}
 		pass=${rest%%,*} e=${rest#*,}
-		env "$e" timeout 120 mpirun --allow-run-as-root --bind-to none -n "$n" cpbench -H 8:4 -D 128 \
+		# shellcheck disable=SC2046
+		env $(echo "$e" | tr : ' ') timeout 120 mpirun --allow-run-as-root --bind-to none -n "$n" cpbench -H 8:4 -D 128 \
 		    -w 0 -n 1 --check -v -p "$pass" -s balanced "$W/$m.amask" >"$W/$name-$m.tsv" 2>>"$O/cpbench.log"
 		rc=$?
 		nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/$name-$m.tsv" | wc -l)
