@@ -173,6 +173,7 @@ static int bench(const struct cp_env *env, const struct cp_ops *st, const struct
 	struct cp_result res = { .status = CP_ERROR };
 	int bad;
 
+	crash_doing("rank %d of %d (%s): %s %s %s", b->rank, b->size, b->host, st->name, m->pattern, pass);
 	if (st->run(env, job, &res) != 0 && res.status == CP_OK)
 		res.status = CP_ERROR;
 	bad = res.status == CP_WRONG || res.status == CP_ERROR;
@@ -453,6 +454,10 @@ int main(int argc, char *argv[])
 		boot_abort(&b, 1, err);
 	if (comm_init(&world, backend, &b, err, sizeof err) == -1)
 		boot_abort(&b, 1, err);
+	/* After MPI's and NCCL's own setup, so that a crash names its rank
+	 * and step rather than an address alone */
+	crash_report();
+	crash_doing("rank %d of %d (%s): setup", b.rank, b.size, b.host);
 
 	env = (struct cp_env){ .world = world, .boot = &b, .backend = backend, .kern = kern,
 	                       .node_size = G, .verbose = verbose };

@@ -6,7 +6,7 @@
  * rank and the operation.  LONGATTN_DIE_RANK=r (with LONGATTN_DIE_AFTER=n,
  * default 3) makes rank r kill itself at its n-th operation, to test that;
  * with LONGATTN_DIE_HOW=hang it stops there instead, which only the
- * watchdog can end. */
+ * watchdog can end, and with =segv it raises SIGSEGV. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -99,6 +99,11 @@ static void arm(struct comm *c, const char *what)
 	if (die_rank >= 0 && c->world->rank == die_rank && ++nops == die_after) {
 		const char *how = getenv("LONGATTN_DIE_HOW");
 
+		if (how != NULL && strcmp(how, "segv") == 0) {
+			fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: a segfault in %s\n",
+			    program_invocation_short_name, die_rank, what);
+			raise(SIGSEGV);
+		}
 		if (how != NULL && strcmp(how, "hang") == 0) {
 			fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: hanging in %s\n",
 			    program_invocation_short_name, die_rank, what);

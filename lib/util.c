@@ -1,7 +1,10 @@
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -208,4 +211,63 @@ _Noreturn void print_version(const char *tool)
 	    LONGATTN_FEATURES);
 	close_stdout();
 	exit(0);
+}
+
+/* What the handler writes: prepared outside it, for write(2) alone */
+static char crash_what[256] = "starting";
+static char crash_line[2][384];
+static volatile sig_atomic_t crash_cur;
+
+static void crash_prep(void)
+{
+	int next = !crash_cur;
+
+	snprintf(crash_line[next], sizeof crash_line[next], "%s: crashed (signal %%d) in %s\n",
+	         program_invocation_short_name, crash_what);
+	crash_cur = next;
+}
+
+static void crash_handler(int sig)
+{
+	const char *l = crash_line[crash_cur], *p = strstr(l, "%d");
+	char num[4] = { (char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0, 0 };
+	void *frames[32];
+	int n;
+
+	if (p != NULL) {
+		(void)!write(2, l, (size_t)(p - l));
+		(void)!write(2, sig >= 10 ? num : num + 1, sig >= 10 ? 2 : 1);
+		(void)!write(2, p + 2, strlen(p + 2));
+	}
+	n = backtrace(frames, 32);
+	backtrace_symbols_fd(frames, n, 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void crash_report(void)
+{
+	struct sigaction sa;
+	void *frame;
+
+	/* backtrace loads libgcc on first use: not inside the handler */
+	(void)backtrace(&frame, 1);
+	crash_prep();
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = crash_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESETHAND;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGFPE, &sa, NULL);
+}
+
+void crash_doing(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(crash_what, sizeof crash_what, fmt, ap);
+	va_end(ap);
+	crash_prep();
 }

@@ -50,6 +50,14 @@ int split_list(char *s, char **out, int max);
 const char *host_name(void);
 const char *build_commit(void);
 
+/* After crash_report, SIGSEGV, SIGBUS or SIGFPE write one line to stderr,
+ * "TOOL: crashed (signal N) in WHAT", WHAT as the last crash_doing set
+ * it, and a backtrace, then take the signal's default action (a core
+ * where enabled): a crash in a job of many ranks names its rank and step.
+ * crash_doing prepares the line, so that the handler only writes. */
+void crash_report(void);
+void crash_doing(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* --version (getopt_long's value OPT_VERSION): "TOOL longattn VERSION
  * (commit C; features cuda nccl ...)" on stdout, the build's features as
  * the Makefile found them; exits 0. */

@@ -119,4 +119,11 @@ LONGATTN_DIE_RANK=1 LONGATTN_TIMEOUT=10 run cpbench --backend mpi -s ring_p2p -H
 rc=$? secs=$(($(date +%s) - start))
 check cpbench-kill-exit test $rc -ne 0
 check cpbench-kill-bounded test $secs -lt 60
+
+# A rank that crashes says where, then the job ends
+LONGATTN_DIE_RANK=2 LONGATTN_DIE_HOW=segv LONGATTN_DIE_AFTER=6 LONGATTN_TIMEOUT=10 run cpbench --backend mpi \
+    -s ulysses,balanced -H 8:4 -D 32 -w 0 -n 1 "$T/cd.amask" >/dev/null 2>"$T/err"
+rc=$?
+check cpbench-crash-exit test $rc -ne 0
+check cpbench-crash-names grep -q '^cpbench: crashed (signal 11) in rank 2 of 4 ([^)]*): [a-z_]* causal_document [fb]wd' "$T/err"
 finish
