@@ -751,6 +751,14 @@ void cp_balanced_free(struct cp_bplan *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* An A/B switch of the environment: its number, or dflt where unset. */
+static double envnum(const char *name, double dflt)
+{
+	const char *v = getenv(name);
+
+	return v != NULL ? atof(v) : dflt;
+}
+
 int cp_balanced_plan(const struct mask *m, int world, int node_size, const struct attn_shape *s,
                      struct cp_bplan *p, char *err, size_t errlen)
 {
@@ -841,8 +849,8 @@ int cp_balanced_plan(const struct mask *m, int world, int node_size, const struc
 	p->cost = xmalloc(x.n * sizeof *p->cost);
 	memcpy(p->cost, x.ccost, x.n * sizeof *p->cost);
 	p->kv_bytes = 2.0 * x.T * s->hkv * s->hd * 2;
-	p->lead = getenv("LONGATTN_BALANCED_LEAD") ? atof(getenv("LONGATTN_BALANCED_LEAD")) : 0;
-	p->bsplit = getenv("LONGATTN_BALANCED_BSPLIT") ? atoi(getenv("LONGATTN_BALANCED_BSPLIT")) : 0;
+	p->lead = envnum("LONGATTN_BALANCED_LEAD", 0);
+	p->bsplit = envnum("LONGATTN_BALANCED_BSPLIT", 0) != 0;
 	p->rank = xcalloc(world, sizeof *p->rank);
 	ranks(&x, p);
 	{
@@ -1475,15 +1483,16 @@ static int return_runs(struct cp_run *r, struct bal *b)
 		h[3 * n] = g->q0;
 		h[3 * n + 1] = 0;
 		h[3 * n + 2] = g->q1 - g->q0;
+		n++;
 	}
-	b->runs = cp_alloc(r, (3 * n + 4) * sizeof *h, &bad);
+	b->runs = cp_alloc(r, (3 * n + 1) * sizeof *h, &bad);
 	if (bad) {
 		free(h);
 		cp_fail(r, "out of memory for the transfers");
 		return CP_OOM;
 	}
-	if (n + (b->rk->nbwd > 1) > 0)
-		ops_upload(&r->x, b->runs, h, 3 * (n + (b->rk->nbwd > 1)) * sizeof *h);
+	if (n > 0)
+		ops_upload(&r->x, b->runs, h, 3 * n * sizeof *h);
 	free(h);
 	return CP_OK;
 }
@@ -1492,6 +1501,7 @@ static int bal_setup(struct cp_run *r)
 {
 	struct bal *b = r->self;
 	const struct cp_bplan *p = &b->p;
+	/* nst: the most stages of any rank's pass, the backward's two at least */
 	int bad = 0, bwd = r->job->pass == PASS_BWD, st, maxnb = 1, nst = 2;
 	int64_t maxrows = 0;
 
@@ -1506,7 +1516,7 @@ static int bal_setup(struct cp_run *r)
 	 * a stage's persistent CTAs run; bench/NOTES.md, round 11) */
 	for (int q = 0; q < p->world; q++)
 		nst = p->rank[q].nfwd > nst ? p->rank[q].nfwd : nst;
-	if (ipc_usable(r) && !(getenv("LONGATTN_BALANCED_CE") && atoi(getenv("LONGATTN_BALANCED_CE")) == 0) &&
+	if (ipc_usable(r) && envnum("LONGATTN_BALANCED_CE", 1) != 0 &&
 	    EV_STG + nst <= OPS_NEVENT) {
 		void *bufs[2] = { r->k, bwd ? r->dk : NULL };
 
@@ -1523,7 +1533,7 @@ static int bal_setup(struct cp_run *r)
 			return st;
 		}
 	}
-	b->conc = b->ce && getenv("LONGATTN_BALANCED_CONC") && atoi(getenv("LONGATTN_BALANCED_CONC"));
+	b->conc = b->ce && envnum("LONGATTN_BALANCED_CONC", 0) != 0;
 	if (b->ce && voff(r, b, b->me) != (char *)r->v - (char *)r->k) {
 		cp_fail(r, "copy engines: a key buffer not laid out as cp_drive's");
 		return CP_ERROR;
