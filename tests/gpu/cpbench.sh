@@ -17,9 +17,10 @@
 # strategies (all); CPB_CHECK=0 skips the checks, CPB_CHECK=die runs only
 # the dead and hanging rank's; CPB_KB=0 skips the
 # single-GPU rows, CPB_KERN their kernel (hopper; kbench says unsupported
-# where it is not built for the GPU); with 4 or more GPUs usp and
-# loongtrain also run with --node-size n/2 (two pretend nodes: their
-# inter-node rings); CPB_AB runs an A/B of variants instead (below), e.g.
+# where it is not built for the GPU); CPB_NGPU runs on the first that
+# many GPUs (all); with 4 or more GPUs usp, loongtrain and balanced are
+# also checked and run with --node-size n/2 (two pretend nodes: the
+# inter-node rings, balanced's nodes first); CPB_AB runs an A/B of variants instead (below), e.g.
 #   CPB_CHECK=0 CPB_AB="base= conc=LONGATTN_BALANCED_CONC=1 \
 #       both=LONGATTN_BALANCED_BSPLIT=1,LONGATTN_BALANCED_CONC=1" sh tests/gpu/cpbench.sh
 # and CPB_PREDICT=1 adds cpbench --predict from this call's own
@@ -31,7 +32,8 @@ mkdir -p "$O"
 W=$(mktemp -d)
 PATH=$(pwd)/bin:$PATH
 export NCCL_NVLS_ENABLE=0         # multicast can take a shared host's GPUs out of service
-n=$(nvidia-smi -L 2>/dev/null | wc -l)
+n=${CPB_NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+[ -z "${CPB_NGPU:-}" ] || export CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((n - 1)))"
 [ "$n" -ge 2 ] || { echo "not ok cpbench-gpu: $n GPUs, need 2"; exit 1; }
 mr() { t=$1; shift; timeout "$t" mpirun --allow-run-as-root --bind-to none -n "$n" "$@"; }
 nfail=0
@@ -73,6 +75,14 @@ for m in $([ "${CPB_CHECK:-1}" != 1 ] || maskgen -l | cut -f1); do
 	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/check-$m.tsv" | wc -l)
 	ok "cpbench-gpu-check-$m ($nok rows ok, exit $rc)" "$([ $rc -eq 0 ] && [ "$nok" -eq "$want" ]; echo $?)"
 	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-$m.tsv"
+	[ "$n" -ge 4 ] && [ -z "$s" ] || continue
+	mr 120 cpbench -H 8:4 -D 128 -w 0 -n 1 --check -v -s usp,loongtrain,balanced \
+	    --node-size $((n / 2)) "$W/$m.amask" >"$W/check-ns-$m.tsv" 2>>"$O/cpbench.log"
+	rc=$?
+	nok=$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$W/check-ns-$m.tsv" | wc -l)
+	ok "cpbench-gpu-check-$m-node-size-$((n / 2)) ($nok rows ok, exit $rc)" \
+	    "$([ $rc -eq 0 ] && [ "$nok" -eq 6 ]; echo $?)"
+	awk -F'\t' 'NR > 1 && $16 != "ok" { print "#  " $2, $12, $16 }' "$W/check-ns-$m.tsv"
 done
 
 # balanced over NCCL inside the node too (LONGATTN_BALANCED_CE=0; the
@@ -132,7 +142,7 @@ for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal
 	ok "cpbench-gpu-bench-$m" $?
 	if [ "$n" -ge 4 ]; then
 		# shellcheck disable=SC2086
-		mr 240 cpbench $it -s usp,loongtrain --node-size $((n / 2)) "$W/b-$m.amask" \
+		mr 240 cpbench $it -s usp,loongtrain,balanced --node-size $((n / 2)) "$W/b-$m.amask" \
 		    >"$W/b-$m-ns.tsv" 2>>"$O/cpbench.log"
 		ok "cpbench-gpu-bench-$m-node-size-$((n / 2))" $?
 	fi
