@@ -2,7 +2,9 @@
  * the strategy's layout, the timing loop, agreement across ranks, and the
  * --check against lib/ref's fp64 attention. */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,19 +289,64 @@ static float gen(uint64_t seed, int t, uint64_t i)
 	return (float)x;
 }
 
-/* The tensor [b][S][H][d] restricted to the token ranges rg, as dtype. */
+/* The tensor [b][S][H][d] restricted to the token ranges rg, as dtype,
+ * on every core: a 32K-token shard of 64 heads is hundreds of millions of
+ * hashes, which one thread makes in seconds for every strategy and pass. */
+struct gen {
+	const struct cp_run *r;
+	int t, H;
+	int64_t (*rg)[2];
+	uint16_t *out;
+	int64_t rows, per;          /* rows in all, and in one batch */
+	atomic_llong next;
+};
+
+enum { GENROWS = 64 };
+
+static void *gen_worker(void *arg)
+{
+	struct gen *g = arg;
+	const struct cp_run *r = g->r;
+	uint64_t hd = (uint64_t)g->H * r->d;
+	int dt = r->job->shape.dtype;
+	int64_t j0;
+
+	while ((j0 = atomic_fetch_add(&g->next, GENROWS)) < g->rows)
+		for (int64_t j = j0; j < j0 + GENROWS && j < g->rows; j++) {
+			int64_t bi = j / g->per, s = j % g->per;
+			int i = 0;
+			uint16_t *o = g->out + j * hd;
+			uint64_t base;
+
+			for (; s >= g->rg[i][1] - g->rg[i][0]; i++)
+				s -= g->rg[i][1] - g->rg[i][0];
+			base = ((uint64_t)bi * r->S + g->rg[i][0] + s) * hd;
+			for (uint64_t e = 0; e < hd; e++)
+				o[e] = half_to(dt, gen(r->job->seed, g->t, base + e));
+		}
+	return NULL;
+}
+
 static void gen_shard(const struct cp_run *r, int t, int H, int64_t rg[][2], int n, uint16_t *out)
 {
-	int dt = r->job->shape.dtype;
-	size_t o = 0;
+	struct gen g = { .r = r, .t = t, .H = H, .rg = rg, .out = out };
+	int nt = ref_threads(), started = 0;
+	pthread_t *tid;
 
-	for (int bi = 0; bi < r->b; bi++)
-		for (int i = 0; i < n; i++)
-			for (int64_t s = rg[i][0]; s < rg[i][1]; s++) {
-				uint64_t base = (((uint64_t)bi * r->S + s) * H) * r->d;
-				for (uint64_t e = 0; e < (uint64_t)H * r->d; e++)
-					out[o++] = half_to(dt, gen(r->job->seed, t, base + e));
-			}
+	for (int i = 0; i < n; i++)
+		g.per += rg[i][1] - rg[i][0];
+	g.rows = g.per * r->b;
+	atomic_init(&g.next, 0);
+	if (nt > g.rows / GENROWS)
+		nt = g.rows / GENROWS > 0 ? (int)(g.rows / GENROWS) : 1;
+	tid = xcalloc(nt, sizeof *tid);
+	for (int i = 1; i < nt; i++, started++)
+		if (pthread_create(&tid[started], NULL, gen_worker, &g) != 0)
+			break;
+	gen_worker(&g);
+	for (int i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	free(tid);
 }
 
 static void gen_global(const struct cp_run *r, int t, int H, double *out)

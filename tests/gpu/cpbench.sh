@@ -24,7 +24,8 @@
 #   CPB_CHECK=0 CPB_AB="base= conc=LONGATTN_BALANCED_CONC=1 \
 #       both=LONGATTN_BALANCED_BSPLIT=1,LONGATTN_BALANCED_CONC=1" sh tests/gpu/cpbench.sh
 # and CPB_PREDICT=1 adds cpbench --predict from this call's own
-# calibration beside the benchmark rows (below).
+# calibration beside the benchmark rows (below); CPB_BENCH=0 leaves the
+# benchmark rows out.  The --node-size rows go to OUTDIR/cpbench-ns.tsv.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -136,15 +137,16 @@ for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal
 	case $m in *document) long=--long;; *) long=;; esac
 	# shellcheck disable=SC2086
 	maskgen -p "$m" -n $S -s 1 $long -o "$W/b-$m.amask" || continue
-	[ -n "${CPB_AB:-}" ] && continue
+	[ -n "${CPB_AB:-}" ] || [ "${CPB_BENCH:-1}" = 0 ] && continue
 	# shellcheck disable=SC2086
 	mr 240 cpbench $it ${CPB_S:+-s $CPB_S} "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-bench-$m" $?
 	if [ "$n" -ge 4 ]; then
 		# shellcheck disable=SC2086
 		mr 240 cpbench $it -s usp,loongtrain,balanced --node-size $((n / 2)) "$W/b-$m.amask" \
-		    >"$W/b-$m-ns.tsv" 2>>"$O/cpbench.log"
+		    >"$W/n-$m.tsv" 2>>"$O/cpbench.log"
 		ok "cpbench-gpu-bench-$m-node-size-$((n / 2))" $?
+		awk 'FNR > 1 || NR == 1' "$W"/n-*.tsv >"$O/cpbench-ns.tsv"
 	fi
 	awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
 	[ "${CPB_KB:-1}" = 0 ] && continue
@@ -183,7 +185,7 @@ fi
 # (8192 16384 65536).  Writes OUTDIR/links.tsv, calibrate.tsv,
 # predicted.tsv and predict-compare.tsv (bench/predict-compare.sh; its
 # median and worst error on the log).
-if [ "${CPB_PREDICT:-0}" = 1 ] && [ -s "$O/cpbench.tsv" ]; then
+if [ "${CPB_PREDICT:-0}" = 1 ]; then
 	mr 120 cpbench --probe-links >"$O/links.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-probe-links" $?
 	for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal sliding_window_causal}; do
@@ -199,8 +201,10 @@ if [ "${CPB_PREDICT:-0}" = 1 ] && [ -s "$O/cpbench.tsv" ]; then
 	cpbench --predict "1x$n" --calibrate "$O/calibrate.tsv" --links "$O/links.tsv" -k "${CPB_KERN:-hopper}" \
 	    "$W"/b-*.amask "$W"/cal-*.amask >"$O/predicted.tsv" 2>>"$O/cpbench.log"
 	ok "cpbench-gpu-predict" $?
-	sh bench/predict-compare.sh "$O/cpbench.tsv" "$O/predicted.tsv" >"$O/predict-compare.tsv" 2>"$W/cmp.err"
-	ok "cpbench-gpu-predict-compare ($(cat "$W/cmp.err"))" $?
+	if [ -s "$O/cpbench.tsv" ]; then
+		sh bench/predict-compare.sh "$O/cpbench.tsv" "$O/predicted.tsv" >"$O/predict-compare.tsv" 2>"$W/cmp.err"
+		ok "cpbench-gpu-predict-compare ($(cat "$W/cmp.err"))" $?
+	fi
 fi
 [ -f "$O/kbench.tsv" ] || : >"$O/kbench.tsv"
 [ -f "$O/cpbench.tsv" ] || : >"$O/cpbench.tsv"
