@@ -3,7 +3,8 @@
 # order the tables print: tables by first appearance, seqlen ascending,
 # labels by first appearance.  The label is the kernel, or for cpbench rows
 # strategy/world, with (UxR) added when both degrees exceed 1, so usp 4x1
-# and usp 2x2 stay apart, and * when cpbench --predict made the row (status
+# and usp 2x2 stay apart, and (Nn) when the ranks span N > 1 nodes, real
+# or --node-size's: (2x2,2n), and * when cpbench --predict made the row (status
 # predicted, which counts as ok, or host predict: apart from measured
 # rows).  Portable awk (mawk, gawk, busybox).
 #
@@ -54,6 +55,7 @@ $1 == "tool" {
 	# optional: older streams and fixtures may lack them
 	Cul = ("ulysses" in c) ? c["ulysses"] : 0
 	Crg = ("ring" in c) ? c["ring"] : 0
+	Cnd = ("nodes" in c) ? c["nodes"] : 0
 	Cstk = ("stack" in c) ? c["stack"] : 0
 	Chost = ("host" in c) ? c["host"] : 0
 	next
@@ -73,6 +75,8 @@ $1 == "tool" {
 	g = $Cmask SUBSEP $Cpass SUBSEP $Csl SUBSEP $Ckern SUBSEP $Ctool SUBSEP $Cworld
 	if (Cul && Crg)
 		g = g SUBSEP $Cul SUBSEP $Crg
+	if (Cnd && $Cnd > 1)
+		g = g SUBSEP $Cnd "n"
 	if ((st = $Cst) == "predicted" || (Chost && $Chost == "predict"))
 		g = g SUBSEP "*"
 	if ((gi = gid[g]) == "")
@@ -108,15 +112,18 @@ $1 == "tool" {
 }
 
 # The first row of a group: its table, label and shape.
-function newgroup(g,    gi, t, ti, label, sl) {
+function newgroup(g,    gi, t, ti, label, sl, x) {
 	if ($Csl !~ /^[0-9]+$/)
 		die(src() ": line " FNR ": seqlen_q '" $Csl "' is not a number")
 	gid[g] = gi = ++ngrp
 	label = $Ckern
 	if ($Ctool == "cpbench") {
 		label = label "/" $Cworld
-		if (Cul && Crg && $Cul > 1 && $Crg > 1)
-			label = label "(" $Cul "x" $Crg ")"
+		x = Cul && Crg && $Cul > 1 && $Crg > 1 ? $Cul "x" $Crg : ""
+		if (Cnd && $Cnd > 1)
+			x = x (x == "" ? "" : ",") $Cnd "n"
+		if (x != "")
+			label = label "(" x ")"
 	}
 	if ($Cst == "predicted" || (Chost && $Chost == "predict"))
 		label = label "*"

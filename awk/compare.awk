@@ -43,6 +43,9 @@ NF == 0 { next }
 	k = ""
 	for (i = 1; i <= nkey; i++)
 		k = k (i > 1 ? SUBSEP : "") ((key[i] in c) ? $c[key[i]] : "")
+	# nodes: absent in older files and empty in kbench's rows, both one
+	nd = ("nodes" in c) && $c["nodes"] > 1 ? $c["nodes"] : 1
+	k = k SUBSEP nd
 	f = fno
 	if (!((f, k) in n)) {
 		n[f, k] = 0
@@ -51,7 +54,8 @@ NF == 0 { next }
 		desc[k] = $c["tool"] "\t" $c["kernel"] "\t" $c["mask"] "\t" $c["seqlen_q"] ($c["seqlen_k"] != $c["seqlen_q"] ? "x" $c["seqlen_k"] : "") "\t" $c["pass"]
 		w = $c["world"]
 		if (w != "" && w != 1)
-			w = w (("ulysses" in c) && $c["ulysses"] != "" ? " " $c["ulysses"] "x" $c["ring"] : "")
+			w = w (("ulysses" in c) && $c["ulysses"] != "" ? " " $c["ulysses"] "x" $c["ring"] : "") \
+			    (nd > 1 ? " " nd "n" : "")
 		world[k] = w == "" ? "-" : w
 	}
 	st = $c["status"]

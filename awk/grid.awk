@@ -49,7 +49,7 @@ function addstack(f, s,    n, p, i, k) {
 {
 	label = $c["label"]; pass = $c["pass"]; mask = $c["mask"]
 	if ((slash = index(label, "/")) > 0) {
-		# cpbench: strategy/world, (UxR) when both degrees exceed 1
+		# cpbench: strategy/world, then (UxR), (Nn) or (UxR,Nn): degrees, nodes
 		cp = 1
 		base = substr(label, 1, slash - 1)
 		rest = substr(label, slash + 1)

@@ -2,7 +2,8 @@
 # predict-compare.sh [-c COLUMN] MEASURED.tsv PREDICTED.tsv: cpbench rows
 # measured against cpbench --predict rows of the same (strategy, mask,
 # seqlen, pass, world, degrees): one line each with both times and the
-# error of the prediction (predicted/measured - 1), then the median and
+# error of the prediction (predicted/measured - 1; rows of one node and of
+# several, real or --node-size's, kept apart), then the median and
 # worst absolute error on standard error.  COLUMN: the measured time,
 # ms_median (default) or ms_min (the undisturbed time on a shared host).
 # Rows with no partner are left out.
@@ -12,7 +13,7 @@ case $col in ms_median|ms_min) ;; *) echo "predict-compare: -c: '$col' is not ms
 [ $# -eq 2 ] || { echo "usage: predict-compare.sh [-c ms_median|ms_min] MEASURED.tsv PREDICTED.tsv" >&2; exit 2; }
 awk -F'\t' -v OFS='\t' -v col="$col" '
 $1 == "tool" { for (i = 1; i <= NF; i++) c[$i] = i; next }
-function key() { return $c["kernel"] SUBSEP $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"] SUBSEP $c["world"] SUBSEP $c["ulysses"] SUBSEP $c["ring"] }
+function key() { return $c["kernel"] SUBSEP $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"] SUBSEP $c["world"] SUBSEP $c["ulysses"] SUBSEP $c["ring"] SUBSEP (("nodes" in c) && $c["nodes"] > 1 ? $c["nodes"] : 1) }
 FNR == NR { if ($c["status"] == "ok") { k = key(); if (!(k in m)) order[++n] = k; m[k] = $c[col]; dev[k] = $c["device"] } next }
 $c["status"] == "predicted" { p[key()] = $c["ms_median"] }
 END {

@@ -200,6 +200,7 @@ static int bench(const struct cp_env *env, const struct cp_ops *st, const struct
 		.commit = build_commit(), .seed = job->seed,
 		.stack = stack_str(env->backend == COMM_NCCL ? stack_kern(env->kern) | STACK_NCCL : 0),
 		.comm = 1, .sent_bytes = res.sent_bytes, .imbalance = res.imbalance,
+		.nodes = b->size / env->node_size,
 	};
 	if (res.ms_median > 0)
 		row.tflops = tsv_flops(row.area, s->hq, s->hd, s->batch, job->pass == PASS_BWD) /

@@ -19,14 +19,14 @@ import warnings
 PROG = "kbench-torch"
 COMMIT = "@COMMIT@"
 
-# The row schema: lib/tsv.c's columns, then stack, sent_bytes, imbalance
-# (issue 17's and cpbench's additions).  Written from this one list.
+# The row schema: lib/tsv.c's columns, then stack, sent_bytes, imbalance,
+# nodes (issue 17's and cpbench's additions).  Written from this one list.
 COLUMNS = (
     "tool", "kernel", "mask", "seqlen_q", "seqlen_k", "area", "batch",
     "heads_q", "heads_kv", "head_dim", "dtype", "pass", "world", "ulysses",
     "ring", "status", "iters", "ms_median", "ms_min", "ms_max", "tflops",
     "mem_gib", "device", "host", "commit", "seed", "stack", "sent_bytes",
-    "imbalance",
+    "imbalance", "nodes",
 )
 
 TOL = 1e-2              # kbench's KB_TOL: relative error that passes

@@ -7,7 +7,7 @@ const char *const tsv_columns[] = {
 	"heads_q", "heads_kv", "head_dim", "dtype", "pass", "world", "ulysses",
 	"ring", "status", "iters", "ms_median", "ms_min", "ms_max", "tflops",
 	"mem_gib", "device", "host", "commit", "seed",
-	"stack", "sent_bytes", "imbalance", NULL
+	"stack", "sent_bytes", "imbalance", "nodes", NULL
 };
 
 void tsv_header(FILE *fp)
@@ -62,6 +62,7 @@ void tsv_row(FILE *fp, const struct row *r)
 	field(fp, r->stack != NULL ? r->stack : "-");
 	num(fp, ok && r->comm, "%.0f", r->sent_bytes);
 	num(fp, ok && r->comm && r->imbalance > 0, "%.4f", r->imbalance);
+	num(fp, r->nodes > 0, "%.0f", r->nodes);
 	fputc('\n', fp);
 }
 

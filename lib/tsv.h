@@ -22,6 +22,7 @@ struct row {
 	int comm;                     /* 1: a CP row, the two below are printed */
 	double sent_bytes;            /* payload bytes sent per rank in one pass, max over ranks */
 	double imbalance;             /* per-rank allowed area (x q heads) max/mean; 0 = empty */
+	int nodes;                    /* nodes the ranks span, real or --node-size's; 0 = empty */
 };
 
 extern const char *const tsv_columns[];   /* NULL-terminated */

@@ -1026,6 +1026,7 @@ int pred_main(const struct pred_opts *o, char *const *paths, int nmask)
 					.ring = s.ring, .status = status == CP_OK ? "predicted" : cpst[status],
 					.iters = 0, .ms_median = ms_pred, .ms_min = ms_pred, .ms_max = ms_pred,
 					.device = dev, .host = "predict", .commit = build_commit(), .seed = 0,
+					.nodes = nodes,
 				};
 				if (ms_pred > 0)
 					row.tflops = tsv_flops(row.area, row.hq, row.hd, row.batch, bwd) / world /

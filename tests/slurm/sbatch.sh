@@ -27,7 +27,7 @@ export LONGATTN_BIN=$BIN LONGATTN_SBATCH=$TOP/sbatch LONGATTN_BACKEND=cpu
 
 HEADER=$(printf '%s\t' tool kernel mask seqlen_q seqlen_k area batch heads_q \
     heads_kv head_dim dtype pass world ulysses ring status iters ms_median \
-    ms_min ms_max tflops mem_gib device host commit seed stack sent_bytes imbalance | sed 's/\t$//')
+    ms_min ms_max tflops mem_gib device host commit seed stack sent_bytes imbalance nodes | sed 's/\t$//')
 
 # submit NAME ENV... -- SBATCH-ARGS...: the job id, output in $D/NAME.out
 submit() {

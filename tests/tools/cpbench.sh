@@ -54,6 +54,7 @@ rc=$?
 check cpbench-mpirun-exit test $rc -eq 0
 check cpbench-mpirun-rows test "$(awk -F'\t' 'NR > 1 && $16 == "ok"' "$T/rows" | wc -l)" -eq 12
 check cpbench-mpirun-usp-degrees test "$(awk -F'\t' '$2 == "usp" { print $14 "x" $15 }' "$T/rows" | sort -u)" = 2x2
+check cpbench-nodes-column test "$(awk -F'\t' 'NR == 1 { print $30; next } { print $30 }' "$T/rows" | sort -u | tr '\n' ' ')" = "2 nodes "
 check cpbench-topology-lines test "$(grep -c '^cpbench: rank [0-3]/4 on ' "$T/err")" -eq 4
 [ $rc -eq 0 ] || cat "$T/err"
 check cpbench-notrace test "$(grep -c 'trace:' "$T/err")" -eq 0

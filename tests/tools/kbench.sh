@@ -11,15 +11,15 @@ maskgen -p block_sparse_uniform -n $S -B 64 -H 4 -s 1 -o "$T/bsu.amask" ||
 	{ fail "maskgen" "cannot make the masks"; finish; }
 K="-k cpu -H 4:2 -D 16 -w 1 -n 2"
 
-# Schema: the header of lib/tsv.h, 29 fields in every row (kbench leaves
-# cpbench's sent_bytes and imbalance empty), one row per mask x kernel x pass.
+# Schema: the header of lib/tsv.h, 30 fields in every row (kbench leaves
+# cpbench's sent_bytes, imbalance and nodes empty), one row per mask x kernel x pass.
 kbench $K -p fwd,bwd "$T/causal.amask" "$T/cdoc.amask" >"$T/rows.tsv" 2>"$T/err"
 rc=$?
 check "kbench exits 0" [ $rc -eq 0 ]
-want="tool kernel mask seqlen_q seqlen_k area batch heads_q heads_kv head_dim dtype pass world ulysses ring status iters ms_median ms_min ms_max tflops mem_gib device host commit seed stack sent_bytes imbalance"
+want="tool kernel mask seqlen_q seqlen_k area batch heads_q heads_kv head_dim dtype pass world ulysses ring status iters ms_median ms_min ms_max tflops mem_gib device host commit seed stack sent_bytes imbalance nodes"
 check "header" [ "$(head -n 1 "$T/rows.tsv" | tr '\t' ' ')" = "$want" ]
-check "29 fields in every line" sh -c "awk -F'\t' 'NF != 29 { exit 1 }' '$T/rows.tsv'"
-check "sent_bytes and imbalance empty" sh -c "awk -F'\t' 'NR > 1 && (\$28 != \"\" || \$29 != \"\") { exit 1 }' '$T/rows.tsv'"
+check "30 fields in every line" sh -c "awk -F'\t' 'NF != 30 { exit 1 }' '$T/rows.tsv'"
+check "sent_bytes, imbalance and nodes empty" sh -c "awk -F'\t' 'NR > 1 && (\$28 != \"\" || \$29 != \"\" || \$30 != \"\") { exit 1 }' '$T/rows.tsv'"
 check "4 rows for 2 masks x 2 passes" [ "$(awk 'NR > 1' "$T/rows.tsv" | wc -l)" -eq 4 ]
 check "rows are ok, cpu, world 1, device cpu:" sh -c "awk -F'\t' 'NR > 1 && (\$16 != \"ok\" || \$2 != \"cpu\" || \$13 != 1 || \$23 !~ /^cpu:/) { exit 1 }' '$T/rows.tsv'"
 # causal at S: S(S+1)/2 allowed pairs

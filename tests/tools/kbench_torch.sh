@@ -61,7 +61,7 @@ check "-l: flex gets a BlockMask" grep -q "causal_document.amask	flex	ok	BlockMa
 kbench -k cpu -H 2:1 -D 8 -w 0 -n 1 "$M" 2>/dev/null | head -n 1 | tr '\t' ' ' >"$T/kh"
 python3 -c "import sys; sys.path.insert(0, '$TOP/bin'); import kbench_torch as k; print(' '.join(k.COLUMNS))" >"$T/th"
 check "header starts with kbench's columns" sh -c "[ -s '$T/kh' ] && case \"\$(cat '$T/th')\" in \"\$(cat '$T/kh')\"*) true;; *) false;; esac"
-check "header ends with stack sent_bytes imbalance" grep -q ' seed stack sent_bytes imbalance$' "$T/th"
+check "header ends with stack sent_bytes imbalance nodes" grep -q ' seed stack sent_bytes imbalance nodes$' "$T/th"
 
 # Bad input: exit 2, one line naming kbench-torch, before torch is needed.
 bad "kbench-torch: missing mask file" "" kbench-torch "$T/nonexistent.amask"

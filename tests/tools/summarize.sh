@@ -39,6 +39,17 @@ check "old stream then new stream, one input: same aggregate" cmp -s "$T/newcols
 { cat "$T/cnew.tsv"; cat "$K"; } | summarize >/dev/null 2>"$T/err"
 check "new stream then old stream: read" test $? -eq 0
 { head -n 1 "$T/cnew.tsv"; sed -n 2p "$C"; } >"$T/mix.tsv"
+# nodes (after imbalance): rows on 2 nodes, real or --node-size's, are
+# their own series, (Nn) in the label, beside the same strategy on one
+awk -F'\t' -v OFS='\t' 'NR == 1 { print $0, "nodes"; next } { print $0, 1 }
+    NR > 1 && $2 == "ring_p2p" { print $0, 2 }' "$T/cnew.tsv" >"$T/cnodes.tsv"
+summarize "$T/cnodes.tsv" >"$T/nodes" 2>"$T/err"
+check "nodes: ring_p2p on 2 nodes its own column" grep -q 'ring_p2p/8(2n)' "$T/nodes"
+check "nodes: ... beside the one-node ring_p2p" grep -q 'ring_p2p/8  ' "$T/nodes"
+awk -F'\t' -v OFS='\t' '$NF == 2 { $14 = 2; $15 = 4 } { print }' "$T/cnodes.tsv" | summarize >"$T/nodes2" 2>"$T/err"
+check "nodes: degrees and nodes in one label (2x4,2n)" grep -q 'ring_p2p/8(2x4,2n)' "$T/nodes2"
+awk -F'\t' 'NR == 1 || $NF == 1' "$T/cnodes.tsv" | summarize "$K" - >"$T/nodes1" 2>"$T/err"
+check "nodes: one node labels as without the column" cmp -s "$T/nodes1" "$F/summarize-table.txt"
 bad "summarize: an old row under a new header" "" summarize "$T/mix.tsv"
 
 # A table whose rows differ in shape says so in its title.
