@@ -26,6 +26,8 @@
 # and CPB_PREDICT=1 adds cpbench --predict from this call's own
 # calibration beside the benchmark rows (below); CPB_BENCH=0 leaves the
 # benchmark rows out.  The --node-size rows go to OUTDIR/cpbench-ns.tsv.
+# CPB_TAR=1 also packs OUTDIR into OUTDIR.tgz at the end (a device call
+# returns only a few files; pass an OUTDIR other than .).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 O=${1:-${OUT:-.}}
@@ -211,4 +213,6 @@ fi
 cut -f2,3,4,12,13,14,15,16,18,21,22 "$O/cpbench.tsv"
 cut -f2,3,4,12,16,18,21,22 "$O/kbench.tsv"
 rm -rf "$W"
+# the files stay: the tar beside them, for the device's return
+[ "${CPB_TAR:-0}" = 1 ] && tar czf "${O%/}.tgz" -C "$(dirname "$O")" "$(basename "$O")"
 [ $nfail -eq 0 ]
