@@ -1,5 +1,4 @@
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,17 +82,9 @@ static void *worker(void *arg)
 static void pfor(const struct job *j, item_fn *fn, int64_t n)
 {
 	struct pool p = { j, fn, n, 0 };
-	pthread_t tid[1024];
-	int nt = j->r->threads, started = 0;
+	int nt = j->r->threads;
 
-	if (nt > n)
-		nt = (int)n;
-	for (int i = 1; i < nt; i++, started++)
-		if (pthread_create(&tid[started], NULL, worker, &p) != 0)
-			break;
-	worker(&p);
-	for (int i = 0; i < started; i++)
-		pthread_join(tid[i], NULL);
+	run_threads(nt > n ? (int)n : nt, worker, &p);
 }
 
 int ref_init(struct ref *r, const struct mask *m, char *err, size_t errlen)

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -270,4 +271,18 @@ void crash_doing(const char *fmt, ...)
 	vsnprintf(crash_what, sizeof crash_what, fmt, ap);
 	va_end(ap);
 	crash_prep();
+}
+
+void run_threads(int nt, void *(*fn)(void *), void *arg)
+{
+	pthread_t *tid = xcalloc(nt > 1 ? nt : 1, sizeof *tid);
+	int started = 0;
+
+	for (int i = 1; i < nt; i++, started++)
+		if (pthread_create(&tid[started], NULL, fn, arg) != 0)
+			break;
+	fn(arg);
+	for (int i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	free(tid);
 }

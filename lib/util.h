@@ -46,6 +46,10 @@ void close_stdout(void);
 /* Split "a,b,c" in place into at most max pointers; returns the count. */
 int split_list(char *s, char **out, int max);
 
+/* fn(arg) on nt threads, the caller's among them, until all return.  Fewer
+ * run if a thread cannot start: fn must share its work out itself. */
+void run_threads(int nt, void *(*fn)(void *), void *arg);
+
 /* The host name and the build's commit, for result rows. */
 const char *host_name(void);
 const char *build_commit(void);

@@ -2,7 +2,6 @@
  * the strategy's layout, the timing loop, agreement across ranks, and the
  * --check against lib/ref's fp64 attention. */
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -330,8 +329,7 @@ static void *gen_worker(void *arg)
 static void gen_shard(const struct cp_run *r, int t, int H, int64_t rg[][2], int n, uint16_t *out)
 {
 	struct gen g = { .r = r, .t = t, .H = H, .rg = rg, .out = out };
-	int nt = ref_threads(), started = 0;
-	pthread_t *tid;
+	int nt = ref_threads();
 
 	for (int i = 0; i < n; i++)
 		g.per += rg[i][1] - rg[i][0];
@@ -339,14 +337,7 @@ static void gen_shard(const struct cp_run *r, int t, int H, int64_t rg[][2], int
 	atomic_init(&g.next, 0);
 	if (nt > g.rows / GENROWS)
 		nt = g.rows / GENROWS > 0 ? (int)(g.rows / GENROWS) : 1;
-	tid = xcalloc(nt, sizeof *tid);
-	for (int i = 1; i < nt; i++, started++)
-		if (pthread_create(&tid[started], NULL, gen_worker, &g) != 0)
-			break;
-	gen_worker(&g);
-	for (int i = 0; i < started; i++)
-		pthread_join(tid[i], NULL);
-	free(tid);
+	run_threads(nt, gen_worker, &g);
 }
 
 static void gen_global(const struct cp_run *r, int t, int H, double *out)
