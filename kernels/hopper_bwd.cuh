@@ -173,10 +173,14 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
 /* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, rows padded to sqp:
  * one warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf
  * gets L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
- * padded row, read from its real one; rows in gaps are rows past sq. */
+ * padded row, read from its real one; rows in gaps are rows past sq.
+ * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
+ * every real row is one warp's), in the pass that reads O and dO, instead
+ * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
+ * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled"). */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
-    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile)
+    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile, float *dqa)
 {
 	constexpr int PER = HD / 32;
 	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -204,6 +208,11 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 #pragma unroll
 		for (int off = 16; off > 0; off >>= 1)
 			sum += __shfl_xor_sync(0xffffffffu, sum, off);
+		if (dqa != NULL) {
+#pragma unroll
+			for (int i = 0; i < PER; i += 2)
+				*(float2 *)(dqa + src + i) = make_float2(0.f, 0.f);
+		}
 	}
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
@@ -779,6 +788,7 @@ struct state {
 	int *sem;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
+	int memset;                /* dQ's workspace zeroed by a memset, not by prep */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -825,7 +835,8 @@ static void fini(void *st)
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), seg, seg128, seg256,
- * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init). */
+ * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), memset
+ * (run_t: dQ's workspace zeroed by a memset, not by prep). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1126,6 +1137,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	f->mheads = m->heads;
 	f->sqp = (int)((s->sq + BQ - 1) / BQ * BQ);
 	f->det = (s->flags & ATTN_DETERMINISTIC) != 0;
+	f->memset = hb_env("memset");
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
@@ -1199,12 +1211,14 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
 	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
-	if (cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess ||
+	/* prep zeroes dQ's rows (LONGATTN_HOPPER_BWD=memset: a memset, as before) */
+	const bool pz = !f->memset;
+	if ((!pz && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
-	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile);
+	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 

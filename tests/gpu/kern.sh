@@ -19,6 +19,15 @@
 #                      LDSM, LDGSTS, local-memory spills, reductions)
 #   kern.sh matrix     the paper's matrix: every pattern x S in 1..48K,
 #                      fwd and bwd, $KERN$WITH ($MXW warm-up, $MXN timed)
+#   kern.sh ab         an A/B of the kernel's switches: AB="NAME=ENV ..."
+#                      (ENV: VAR=value pairs joined by commas, or nothing
+#                      for the build's default), one kbench process per
+#                      round, mask and variant, $ROUNDS (2) rounds
+#                      interleaved, $KERN$WITH, on $ABMASKS (mask files;
+#                      default: causal and full documents of 1K tokens on
+#                      tile edges, pile and --long causal documents at 32K,
+#                      full 8K, causal 32K, hash_sparse 16K); rows with
+#                      round and variant first in $KERN-ab.tsv
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
 # tests/gpu/flash.sh is this script with KERN=flash.
@@ -235,8 +244,40 @@ matrix)
 	done
 	rm -f "$OUT/kb.tsv"
 	;;
+ab)
+	if [ -z "${ABMASKS:-}" ]; then
+		{ echo len; for i in $(seq 32); do echo 1024; done; } >"$M/docs1k.len"
+		for p in causal_document full_document; do
+			[ -s "$M/${p}_1k.32768.amask" ] ||
+			    "$MASKGEN" -p $p -n 32768 -L "$M/docs1k.len" -o "$M/${p}_1k.32768.amask" || rc=1
+		done
+		gen causal_document 32768
+		[ -s "$M/causal_document_long.32768.amask" ] ||
+		    "$MASKGEN" -p causal_document -n 32768 -s 3 --long -o "$M/causal_document_long.32768.amask" || rc=1
+		gen full 8192
+		gen causal 32768
+		gen hash_sparse 16384
+		ABMASKS="$M/causal_document_1k.32768.amask $M/full_document_1k.32768.amask
+		    $M/causal_document.32768.amask $M/causal_document_long.32768.amask $M/full.8192.amask
+		    $M/causal.32768.amask $M/hash_sparse.16384.amask"
+	fi
+	rm -f "$OUT/$KERN-ab.tsv"
+	for r in $(seq "${ROUNDS:-2}"); do
+		for f in $ABMASKS; do
+			for v in ${AB:?AB: the variants, NAME=ENV ...}; do
+				# shellcheck disable=SC2046
+				env $(echo "${v#*=}" | tr ',' ' ') timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES \
+				    -w 3 -n 10 "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
+				[ -s "$OUT/$KERN-ab.tsv" ] || head -1 "$OUT/ab1.tsv" | sed 's/^/round\tvariant\t/' >"$OUT/$KERN-ab.tsv"
+				awk -v r="$r" -v v="${v%%=*}" 'NR > 1 { print r "\t" v "\t" $0 }' "$OUT/ab1.tsv" >>"$OUT/$KERN-ab.tsv"
+			done
+		done
+	done
+	rm -f "$OUT/ab1.tsv"
+	cut -f1,2,4,5,6,14,20,23 "$OUT/$KERN-ab.tsv"
+	;;
 *)
-	echo "usage: kern.sh [check|quick|bench|sass|matrix]" >&2
+	echo "usage: kern.sh [check|quick|bench|sass|matrix|ab]" >&2
 	exit 2
 	;;
 esac
