@@ -291,7 +291,7 @@ static float gen(uint64_t seed, int t, uint64_t i)
 /* The tensor [b][S][H][d] restricted to the token ranges rg, as dtype,
  * on every core: a 32K-token shard of 64 heads is hundreds of millions of
  * hashes, which one thread makes in seconds for every strategy and pass. */
-struct gen {
+struct genjob {
 	const struct cp_run *r;
 	int t, H;
 	int64_t (*rg)[2];
@@ -304,7 +304,7 @@ enum { GENROWS = 64 };
 
 static void *gen_worker(void *arg)
 {
-	struct gen *g = arg;
+	struct genjob *g = arg;
 	const struct cp_run *r = g->r;
 	uint64_t hd = (uint64_t)g->H * r->d;
 	int dt = r->job->shape.dtype;
@@ -328,7 +328,7 @@ static void *gen_worker(void *arg)
 
 static void gen_shard(const struct cp_run *r, int t, int H, int64_t rg[][2], int n, uint16_t *out)
 {
-	struct gen g = { .r = r, .t = t, .H = H, .rg = rg, .out = out };
+	struct genjob g = { .r = r, .t = t, .H = H, .rg = rg, .out = out };
 	int nt = ref_threads();
 
 	for (int i = 0; i < n; i++)
