@@ -788,7 +788,7 @@ struct state {
 	int *sem;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
-	int memset;                /* dQ's workspace zeroed by a memset, not by prep */
+	int dqmemset;              /* dQ's workspace zeroed by a memset, not by prep */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -1137,7 +1137,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	f->mheads = m->heads;
 	f->sqp = (int)((s->sq + BQ - 1) / BQ * BQ);
 	f->det = (s->flags & ATTN_DETERMINISTIC) != 0;
-	f->memset = hb_env("memset");
+	f->dqmemset = hb_env("memset");
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
@@ -1212,7 +1212,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
 	/* prep zeroes dQ's rows (LONGATTN_HOPPER_BWD=memset: a memset, as before) */
-	const bool pz = !f->memset;
+	const bool pz = !f->dqmemset;
 	if ((!pz && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
