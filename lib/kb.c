@@ -1,5 +1,4 @@
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,43 +22,31 @@ enum { FILLBLK = 1 << 16 };
 
 struct filljob {
 	uint16_t *x;
-	size_t n;
 	uint64_t seed;
 	int dtype;
-	atomic_llong next;
 };
 
-static void *fill_worker(void *arg)
+static void fill_blocks(void *arg, int64_t i0, int64_t i1)
 {
 	struct filljob *f = arg;
-	double *tmp = xmalloc(FILLBLK * sizeof *tmp);
-	long long b;
+	uint64_t z = f->seed + (uint64_t)(i0 / FILLBLK) * 0xd1b54a32d192ed03ULL;
+	double *tmp = xmalloc((size_t)(i1 - i0) * sizeof *tmp);
+	struct rng g;
 
-	while ((size_t)(b = atomic_fetch_add(&f->next, 1)) * FILLBLK < f->n) {
-		size_t i0 = (size_t)b * FILLBLK, m = f->n - i0 < FILLBLK ? f->n - i0 : FILLBLK;
-		uint64_t z = f->seed + (uint64_t)b * 0xd1b54a32d192ed03ULL;
-		struct rng g;
-
-		rng_seed(&g, rng_splitmix(&z));
-		ref_randn(&g, tmp, m);
-		for (size_t i = 0; i < m; i++)
-			f->x[i0 + i] = half_to(f->dtype, (float)tmp[i]);
-	}
+	rng_seed(&g, rng_splitmix(&z));
+	ref_randn(&g, tmp, (size_t)(i1 - i0));
+	for (int64_t i = i0; i < i1; i++)
+		f->x[i] = half_to(f->dtype, (float)tmp[i - i0]);
 	free(tmp);
-	return NULL;
 }
 
 static void *fill(uint64_t seed, int t, int dtype, size_t n)
 {
-	struct filljob f = { .x = xmalloc((n ? n : 1) * sizeof *f.x), .n = n, .dtype = dtype };
+	struct filljob f = { .x = xmalloc((n ? n : 1) * sizeof *f.x), .dtype = dtype };
 	uint64_t z = seed ^ (uint64_t)(t + 1) * 0x9e3779b97f4a7c15ULL;
-	int nt = ref_threads();
 
 	f.seed = rng_splitmix(&z);
-	atomic_init(&f.next, 0);
-	if ((size_t)nt > n / FILLBLK + 1)
-		nt = (int)(n / FILLBLK + 1);
-	run_threads(nt, fill_worker, &f);
+	par_ranges(ref_threads(), (int64_t)n, FILLBLK, fill_blocks, &f);
 	return f.x;
 }
 

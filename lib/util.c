@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -242,8 +243,7 @@ static void crash_handler(int sig)
 	}
 	n = backtrace(frames, 32);
 	backtrace_symbols_fd(frames, n, 2);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	raise(sig);         /* SA_RESETHAND: the default action now */
 }
 
 void crash_report(void)
@@ -285,4 +285,29 @@ void run_threads(int nt, void *(*fn)(void *), void *arg)
 	for (int i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	free(tid);
+}
+
+struct ranges {
+	int64_t n, grain;
+	void (*fn)(void *, int64_t, int64_t);
+	void *arg;
+	atomic_llong next;
+};
+
+static void *ranges_worker(void *arg)
+{
+	struct ranges *g = arg;
+	int64_t i0;
+
+	while ((i0 = atomic_fetch_add(&g->next, g->grain)) < g->n)
+		g->fn(g->arg, i0, i0 + g->grain < g->n ? i0 + g->grain : g->n);
+	return NULL;
+}
+
+void par_ranges(int nt, int64_t n, int64_t grain, void (*fn)(void *arg, int64_t i0, int64_t i1), void *arg)
+{
+	struct ranges g = { n, grain, fn, arg, 0 };
+	int64_t pieces = (n + grain - 1) / grain;
+
+	run_threads(nt < pieces ? nt : pieces > 0 ? (int)pieces : 1, ranges_worker, &g);
 }

@@ -49,6 +49,9 @@ int split_list(char *s, char **out, int max);
 /* fn(arg) on nt threads, the caller's among them, until all return.  Fewer
  * run if a thread cannot start: fn must share its work out itself. */
 void run_threads(int nt, void *(*fn)(void *), void *arg);
+/* fn(arg, i0, i1) over [0, n) in pieces of grain (the last shorter), the
+ * pieces claimed one at a time by at most nt threads. */
+void par_ranges(int nt, int64_t n, int64_t grain, void (*fn)(void *arg, int64_t i0, int64_t i1), void *arg);
 
 /* The host name and the build's commit, for result rows. */
 const char *host_name(void);

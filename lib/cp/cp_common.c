@@ -3,7 +3,6 @@
  * --check against lib/ref's fp64 attention. */
 #include <math.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,48 +295,39 @@ struct genjob {
 	int t, H;
 	int64_t (*rg)[2];
 	uint16_t *out;
-	int64_t rows, per;          /* rows in all, and in one batch */
-	atomic_llong next;
+	int64_t per;                /* rows in one batch */
 };
 
 enum { GENROWS = 64 };
 
-static void *gen_worker(void *arg)
+static void gen_rows(void *arg, int64_t j0, int64_t j1)
 {
 	struct genjob *g = arg;
 	const struct cp_run *r = g->r;
 	uint64_t hd = (uint64_t)g->H * r->d;
 	int dt = r->job->shape.dtype;
-	int64_t j0;
 
-	while ((j0 = atomic_fetch_add(&g->next, GENROWS)) < g->rows)
-		for (int64_t j = j0; j < j0 + GENROWS && j < g->rows; j++) {
-			int64_t bi = j / g->per, s = j % g->per;
-			int i = 0;
-			uint16_t *o = g->out + j * hd;
-			uint64_t base;
+	for (int64_t j = j0; j < j1; j++) {
+		int64_t bi = j / g->per, s = j % g->per;
+		int i = 0;
+		uint16_t *o = g->out + j * hd;
+		uint64_t base;
 
-			for (; s >= g->rg[i][1] - g->rg[i][0]; i++)
-				s -= g->rg[i][1] - g->rg[i][0];
-			base = ((uint64_t)bi * r->S + g->rg[i][0] + s) * hd;
-			for (uint64_t e = 0; e < hd; e++)
-				o[e] = half_to(dt, gen(r->job->seed, g->t, base + e));
-		}
-	return NULL;
+		for (; s >= g->rg[i][1] - g->rg[i][0]; i++)
+			s -= g->rg[i][1] - g->rg[i][0];
+		base = ((uint64_t)bi * r->S + g->rg[i][0] + s) * hd;
+		for (uint64_t e = 0; e < hd; e++)
+			o[e] = half_to(dt, gen(r->job->seed, g->t, base + e));
+	}
 }
 
 static void gen_shard(const struct cp_run *r, int t, int H, int64_t rg[][2], int n, uint16_t *out)
 {
 	struct genjob g = { .r = r, .t = t, .H = H, .rg = rg, .out = out };
-	int nt = ref_threads();
 
 	for (int i = 0; i < n; i++)
 		g.per += rg[i][1] - rg[i][0];
-	g.rows = g.per * r->b;
-	atomic_init(&g.next, 0);
-	if (nt > g.rows / GENROWS)
-		nt = g.rows / GENROWS > 0 ? (int)(g.rows / GENROWS) : 1;
-	run_threads(nt, gen_worker, &g);
+	par_ranges(ref_threads(), g.per * r->b, GENROWS, gen_rows, &g);
 }
 
 static void gen_global(const struct cp_run *r, int t, int H, double *out)

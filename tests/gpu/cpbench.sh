@@ -30,6 +30,7 @@
 # returns only a few files; pass an OUTDIR other than .).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
+. tests/gpu/ab.sh
 O=${1:-${OUT:-.}}
 mkdir -p "$O"
 W=$(mktemp -d)
@@ -168,12 +169,11 @@ if [ -n "${CPB_AB:-}" ]; then
 			[ -f "$W/b-$m.amask" ] || continue
 			for v in $CPB_AB; do
 				# shellcheck disable=SC2046,SC2086
-				env $(echo "${v#*=}" | tr ',' ' ') LONGATTN_CP_TRACE=1 timeout 240 mpirun --allow-run-as-root \
+				env $(ab_env "$v") LONGATTN_CP_TRACE=1 timeout 240 mpirun --allow-run-as-root \
 				    --bind-to none -n "$n" cpbench $it -s "${CPB_S:-balanced}" "$W/b-$m.amask" \
 				    >"$W/ab.tsv" 2>"$W/ab.err"
 				ok "cpbench-gpu-ab-$r-${v%%=*}-$m" $?
-				[ -f "$O/ab.tsv" ] || head -1 "$W/ab.tsv" | sed 's/^/round\tvariant\t/' >"$O/ab.tsv"
-				awk -v r="$r" -v v="${v%%=*}" 'NR > 1 { print r "\t" v "\t" $0 }' "$W/ab.tsv" >>"$O/ab.tsv"
+				ab_add "$r" "$v" "$W/ab.tsv" "$O/ab.tsv"
 				grep 'trace:' "$W/ab.err" | sed "s/^/$r ${v%%=*} $m /" >>"$O/trace.txt"
 			done
 		done

@@ -33,6 +33,7 @@
 # tests/gpu/flash.sh is this script with KERN=flash.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
+. tests/gpu/ab.sh
 OUT=${OUT:-build}
 KERN=${KERN:-flash}
 PASSES=${PASSES:-fwd,bwd}
@@ -266,10 +267,9 @@ ab)
 		for f in $ABMASKS; do
 			for v in ${AB:?AB: the variants, NAME=ENV ...}; do
 				# shellcheck disable=SC2046
-				env $(echo "${v#*=}" | tr ',' ' ') timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES \
+				env $(ab_env "$v") timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES \
 				    -w 3 -n 10 "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
-				[ -s "$OUT/$KERN-ab.tsv" ] || head -1 "$OUT/ab1.tsv" | sed 's/^/round\tvariant\t/' >"$OUT/$KERN-ab.tsv"
-				awk -v r="$r" -v v="${v%%=*}" 'NR > 1 { print r "\t" v "\t" $0 }' "$OUT/ab1.tsv" >>"$OUT/$KERN-ab.tsv"
+				ab_add "$r" "$v" "$OUT/ab1.tsv" "$OUT/$KERN-ab.tsv"
 			done
 		done
 	done
