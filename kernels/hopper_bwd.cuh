@@ -250,6 +250,7 @@ struct args {
 	const int2 *qtile, *ktile;
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
+	int qm;                    /* one-head walks q-tile by q-tile (hb_start) */
 	float sl, scale;
 };
 
@@ -265,9 +266,31 @@ static __device__ __forceinline__ int2 real_k(const args &a, int t)
 }
 
 /* A CTA's walk: bwalk's, or with rev (head_items only: a CTA is one row of
- * one q-head, first = gi * len) the same row from its last q-tile down. */
+ * one q-head, first = gi * len) the same row from its last q-tile down, or
+ * with qm (one-head masks, walk_items: every q-head has row kt) the row
+ * from its last q-tile down, every q-head of the group at each q-tile
+ * before the next.  The k-tiles of a document then start together at its
+ * last q-tile and walk down in step, adding to the same dQ lines while
+ * they are in L2; q-heads outer, k-tile j's walk (shorter the later j is
+ * on a causal document) runs ahead of j-1's onto the next q-head, and a
+ * document's dQ lines leave L2 between its k-tiles' adds (1K documents,
+ * 2.06 TB/s of DRAM in the main kernel, NOTES round 9). */
 template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, const A &a, int hk, int kt, int4 item)
 {
+	if (a.qm) {
+		int pos = item.y / a.group;
+		w.gi = item.y % a.group;
+		w.e1 = a.row[kt];
+		for (w.e = a.row[kt + 1] - 1; w.e >= w.e1; w.e--) {
+			const int n = a.ent[w.e].t1 - a.ent[w.e].t0;
+			if (pos < n) {
+				w.t = a.ent[w.e].t1 - 1 - pos;
+				return true;
+			}
+			pos -= n;
+		}
+		return false;
+	}
 	if (!a.rev)
 		return bwalk_seek(w, a, hk, kt, item.y);
 	w.gi = item.y / item.z;
@@ -280,7 +303,12 @@ template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, con
 
 template <class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
 {
-	if (!a.rev)
+	if (a.qm) {
+		if (++w.gi < a.group)
+			return true;
+		w.gi = 0;
+	}
+	if (!a.rev && !a.qm)
 		return bwalk_next(w, a, hk, kt);
 	if (--w.t >= a.ent[w.e].t0)
 		return true;
@@ -781,7 +809,7 @@ struct state {
 	int4 *item;
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
-	int rev;                   /* args' rev */
+	int rev, qm;               /* args' */
 	int det, nqt;              /* deterministic: frow, frank, sem */
 	int32_t *frow;
 	int2 *frank;
@@ -835,8 +863,9 @@ static void fini(void *st)
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), seg, seg128, seg256,
- * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), prepzero
- * (run_t: dQ's workspace zeroed by prep, not by a memset). */
+ * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), memset
+ * (run_t: dQ's workspace zeroed by a memset, not by prep), qm (items: a
+ * one-head mask's walks q-tile by q-tile, the q-heads inner). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1044,9 +1073,10 @@ static int items(struct state *f, const struct plan *p)
 
 	if (rc < 0)
 		return KERN_ERR;
-	if (rc == 0)
+	if (rc == 0) {
 		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
-	else {
+		f->qm = f->mheads == 1 && hb_env("qm");
+	} else {
 		/* from the last q-tile down: a first wave of one q-head's CTAs
 		 * reads one Q/dO tile and reduces into one dQ tile at a time
 		 * (causal 8K +1-5 % on both devices, longer causal +0.2-0.9 %,
@@ -1137,7 +1167,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	f->mheads = m->heads;
 	f->sqp = (int)((s->sq + BQ - 1) / BQ * BQ);
 	f->det = (s->flags & ATTN_DETERMINISTIC) != 0;
-	f->prepzero = hb_env("prepzero");
+	f->prepzero = !hb_env("memset");
 	if (s->dtype == DT_BF16)
 		ce = s->hd == 64 ? set_smem<__nv_bfloat16, 64>() : set_smem<__nv_bfloat16, 128>();
 	else
@@ -1211,8 +1241,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
 	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
-	/* LONGATTN_HOPPER_BWD=prepzero: prep zeroes dQ's rows instead of a
-	 * memset (not yet checked on a GPU, so not the default) */
+	/* prep zeroes dQ's rows as it reads O and dO: a memset wrote every
+	 * line once more (H100, 2026-11-26: 1K causal documents +0.6-1.2 %,
+	 * pile and --long documents +0.6-1.5 %, full and causal level) */
 	const bool pz = f->prepzero;
 	if ((!pz && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
@@ -1232,6 +1263,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.rev = f->rev;
+	a.qm = f->qm;
 	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
 	a.sl = (float)s->scale * HB_LOG2E;
 	a.scale = (float)s->scale;

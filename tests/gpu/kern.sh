@@ -26,7 +26,8 @@
 #                      interleaved, $KERN$WITH, on $ABMASKS (mask files;
 #                      default: causal and full documents of 1K tokens on
 #                      tile edges, pile and --long causal documents at 32K,
-#                      full 8K, causal 32K, hash_sparse 16K); rows with
+#                      full 8K, causal 32K, hash_sparse and the window
+#                      (-w 1638) at 16K); rows with
 #                      round and variant first in $KERN-ab.tsv
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
@@ -258,9 +259,10 @@ ab)
 		gen full 8192
 		gen causal 32768
 		gen hash_sparse 16384
+		gen sliding_window_causal 16384 -w 1638
 		ABMASKS="$M/causal_document_1k.32768.amask $M/full_document_1k.32768.amask
 		    $M/causal_document.32768.amask $M/causal_document_long.32768.amask $M/full.8192.amask
-		    $M/causal.32768.amask $M/hash_sparse.16384.amask"
+		    $M/causal.32768.amask $M/hash_sparse.16384.amask $M/sliding_window_causal.16384.amask"
 	fi
 	rm -f "$OUT/$KERN-ab.tsv"
 	for r in $(seq "${ROUNDS:-2}"); do
