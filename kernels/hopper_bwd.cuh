@@ -269,7 +269,8 @@ static __device__ __forceinline__ int2 real_k(const args &a, int t)
  * one q-head, first = gi * len) the same row from its last q-tile down, or
  * with qm (one-head masks, walk_items: every q-head has row kt) the row
  * from its last q-tile down, every q-head of the group at each q-tile
- * before the next.  The k-tiles of a document then start together at its
+ * before the next, k-tile kt's from q-head kt % group on (so that the
+ * k-tiles of a document do not add to the same lines at once).  The k-tiles of a document then start together at its
  * last q-tile and walk down in step, adding to the same dQ lines while
  * they are in L2; q-heads outer, k-tile j's walk (shorter the later j is
  * on a causal document) runs ahead of j-1's onto the next q-head, and a
@@ -279,7 +280,7 @@ template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, con
 {
 	if (a.qm) {
 		int pos = item.y / a.group;
-		w.gi = item.y % a.group;
+		w.gi = (item.y + kt) % a.group;
 		w.e1 = a.row[kt];
 		for (w.e = a.row[kt + 1] - 1; w.e >= w.e1; w.e--) {
 			const int n = a.ent[w.e].t1 - a.ent[w.e].t0;
@@ -304,9 +305,9 @@ template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, con
 template <class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
 {
 	if (a.qm) {
-		if (++w.gi < a.group)
+		w.gi = w.gi + 1 < a.group ? w.gi + 1 : 0;
+		if (w.gi != kt % a.group)
 			return true;
-		w.gi = 0;
 	}
 	if (!a.rev && !a.qm)
 		return bwalk_next(w, a, hk, kt);
