@@ -865,8 +865,8 @@ static void fini(void *st)
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), seg, seg128, seg256,
  * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), memset
- * (run_t: dQ's workspace zeroed by a memset, not by prep), qm (items: a
- * one-head mask's walks q-tile by q-tile, the q-heads inner). */
+ * (run_t: dQ's workspace zeroed by a memset, not by prep), qm and noqm
+ * (hb_qm). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -967,6 +967,8 @@ static int hb_seg(const struct state *f, const struct plan *p)
 	for (size_t i = 0; i < sizeof force / sizeof force[0]; i++)
 		if (hb_env(force[i].w))
 			return force[i].n;
+	if (f->qm)
+		return 128;
 	if (f->mheads < 2)
 		return 0;
 	for (int r = 0; r < p->nrows; r++) {
@@ -988,6 +990,39 @@ static int hb_seg(const struct state *f, const struct plan *p)
  * -25 %, the window (18) -12 %; full and causal 8K's one run (128, 86)
  * -2 and -3 % (that rule is the one above). */
 enum { PHW = 160 };
+
+/* hb_start's q-major walks, listed in k-tile order (stretches of 128):
+ * one-head masks whose rows end where the row before ends, on at least
+ * half of the rows (documents, buckets), other than the one-run rows of
+ * causal and full masks (their order is tuned: round 9).  The k-tiles of a
+ * document then run side by side, in step down its q-tiles, and its dQ
+ * lines take their adds while in L2.  H100, 2026-11-26, bwd against
+ * walks q-head by q-head: causal documents of 1K tokens at 32K +41 %, pile
+ * documents +22 %, hash_sparse 16K +40 %, full documents of 1K -1 %; a
+ * window's rows end 2 q-tiles apart, and there it lost 47 % (a Q/dO tile's
+ * next reader comes 8x later).  LONGATTN_HOPPER_BWD=qm and noqm force it
+ * on and off. */
+static int hb_qm(const struct state *f, const struct plan *p)
+{
+	int rows = 0, shared = 0, one = 1, end = -1;
+
+	if (hb_env("noqm") || f->mheads != 1)
+		return 0;
+	if (hb_env("qm"))
+		return 1;
+	if (f->s.hq == f->s.hkv)
+		return 0;
+	for (int kt = 0; kt < p->nrows; kt++) {
+		const int e0 = p->row[kt], e1 = p->row[kt + 1];
+		if (e0 == e1)
+			continue;
+		one &= e1 - e0 == 1 && p->ent[e0].t1 == p->nqt;
+		shared += p->ent[e1 - 1].t1 == end;
+		end = p->ent[e1 - 1].t1;
+		rows++;
+	}
+	return !one && 2 * shared >= rows;
+}
 
 /* Tiles of row kt of the transposed plan. */
 static int row_len(const struct plan *p, int kt)
@@ -1075,8 +1110,8 @@ static int items(struct state *f, const struct plan *p)
 	if (rc < 0)
 		return KERN_ERR;
 	if (rc == 0) {
+		f->qm = hb_qm(f, p);
 		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
-		f->qm = f->mheads == 1 && hb_env("qm");
 	} else {
 		/* from the last q-tile down: a first wave of one q-head's CTAs
 		 * reads one Q/dO tile and reduces into one dQ tile at a time

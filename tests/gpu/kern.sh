@@ -27,7 +27,7 @@
 #                      default: causal and full documents of 1K tokens on
 #                      tile edges, pile and --long causal documents at 32K,
 #                      full 8K, causal 32K, hash_sparse and the window
-#                      (-w 1638) at 16K); rows with
+#                      (-w 1638) at 16K; all: every pattern at 32K); rows with
 #                      round and variant first in $KERN-ab.tsv
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
@@ -263,6 +263,10 @@ ab)
 		ABMASKS="$M/causal_document_1k.32768.amask $M/full_document_1k.32768.amask
 		    $M/causal_document.32768.amask $M/causal_document_long.32768.amask $M/full.8192.amask
 		    $M/causal.32768.amask $M/hash_sparse.16384.amask $M/sliding_window_causal.16384.amask"
+	fi
+	if [ "$ABMASKS" = all ]; then
+		allmasks 32768
+		ABMASKS=$(ls "$M"/*.32768.amask)
 	fi
 	rm -f "$OUT/$KERN-ab.tsv"
 	for r in $(seq "${ROUNDS:-2}"); do
