@@ -140,18 +140,20 @@ for m in ${CPB_MASKS:-full causal full_document causal_document prefix_lm_causal
 	case $m in *document) long=--long;; *) long=;; esac
 	# shellcheck disable=SC2086
 	maskgen -p "$m" -n $S -s 1 $long -o "$W/b-$m.amask" || continue
-	[ -n "${CPB_AB:-}" ] || [ "${CPB_BENCH:-1}" = 0 ] && continue
-	# shellcheck disable=SC2086
-	mr 240 cpbench $it ${CPB_S:+-s $CPB_S} "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
-	ok "cpbench-gpu-bench-$m" $?
-	if [ "$n" -ge 4 ]; then
+	[ "${CPB_BENCH:-1}" = 0 ] && continue
+	if [ -z "${CPB_AB:-}" ]; then
 		# shellcheck disable=SC2086
-		mr 240 cpbench $it -s usp,loongtrain,balanced --node-size $((n / 2)) "$W/b-$m.amask" \
-		    >"$W/n-$m.tsv" 2>>"$O/cpbench.log"
-		ok "cpbench-gpu-bench-$m-node-size-$((n / 2))" $?
-		awk 'FNR > 1 || NR == 1' "$W"/n-*.tsv >"$O/cpbench-ns.tsv"
+		mr 240 cpbench $it ${CPB_S:+-s $CPB_S} "$W/b-$m.amask" >"$W/b-$m.tsv" 2>>"$O/cpbench.log"
+		ok "cpbench-gpu-bench-$m" $?
+		if [ "$n" -ge 4 ]; then
+			# shellcheck disable=SC2086
+			mr 240 cpbench $it -s usp,loongtrain,balanced --node-size $((n / 2)) "$W/b-$m.amask" \
+			    >"$W/n-$m.tsv" 2>>"$O/cpbench.log"
+			ok "cpbench-gpu-bench-$m-node-size-$((n / 2))" $?
+			awk 'FNR > 1 || NR == 1' "$W"/n-*.tsv >"$O/cpbench-ns.tsv"
+		fi
+		awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
 	fi
-	awk 'FNR > 1 || NR == 1' "$W"/b-*.tsv >"$O/cpbench.tsv"
 	[ "${CPB_KB:-1}" = 0 ] && continue
 	# shellcheck disable=SC2086
 	kbench -k "${CPB_KERN:-hopper}" $it "$W/b-$m.amask" >"$W/k-$m.tsv" 2>>"$O/cpbench.log"
