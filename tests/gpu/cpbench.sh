@@ -21,8 +21,8 @@
 # many GPUs (all); with 4 or more GPUs usp, loongtrain and balanced are
 # also checked and run with --node-size n/2 (two pretend nodes: the
 # inter-node rings, balanced's nodes first); CPB_AB runs an A/B of variants instead (below), e.g.
-#   CPB_CHECK=0 CPB_AB="base= conc=LONGATTN_BALANCED_CONC=1 \
-#       both=LONGATTN_BALANCED_BSPLIT=1,LONGATTN_BALANCED_CONC=1" sh tests/gpu/cpbench.sh
+#   CPB_CHECK=0 CPB_AB="base= one=LONGATTN_BALANCED_CONC=0 \
+#       split=LONGATTN_BALANCED_BSPLIT=1,LONGATTN_BALANCED_CONC=0" sh tests/gpu/cpbench.sh
 # and CPB_PREDICT=1 adds cpbench --predict from this call's own
 # calibration beside the benchmark rows (below); CPB_BENCH=0 leaves the
 # benchmark rows out.  The --node-size rows go to OUTDIR/cpbench-ns.tsv.
@@ -111,10 +111,11 @@ if [ "${CPB_CHECK:-1}" = 1 ]; then
 	    "$([ $rc -eq 0 ] && [ "$nok" -eq 2 ] && [ "$(grep -c 'key blocks by NCCL' "$W/fault.err")" -eq 2 ]; echo $?)"
 fi
 # ... with its backward in two stages (LONGATTN_BALANCED_BSPLIT), with
-# its stages on two streams (LONGATTN_BALANCED_CONC), and both
+# its stages on one stream (LONGATTN_BALANCED_CONC=0), and the backward
+# in two stages on two streams
 for m in $([ "${CPB_CHECK:-1}" != 1 ] || echo full causal full_document causal_document prefix_lm_causal sliding_window_causal); do
-	for v in bsplit,bwd,LONGATTN_BALANCED_BSPLIT=1 conc,fwd,LONGATTN_BALANCED_CONC=1 \
-	    both,bwd,LONGATTN_BALANCED_BSPLIT=1:LONGATTN_BALANCED_CONC=1; do
+	for v in bsplit,bwd,LONGATTN_BALANCED_BSPLIT=1:LONGATTN_BALANCED_CONC=0 noconc,fwd,LONGATTN_BALANCED_CONC=0 \
+	    both,bwd,LONGATTN_BALANCED_BSPLIT=1; do
 		name=${v%%,*} rest=${v#*,}
 		pass=${rest%%,*} e=${rest#*,}
 		# shellcheck disable=SC2046
