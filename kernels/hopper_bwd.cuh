@@ -993,20 +993,23 @@ enum { PHW = 160 };
 
 /* hb_start's q-major walks, listed in k-tile order (stretches of 128):
  * one-head masks where at least half of the rows end where the row before
- * ends, short of the last q-tile (documents, buckets; not causal, full or
- * causal_blockwise, whose rows all run to the end: their order is tuned,
- * round 9, and causal_blockwise lost 3 %).  The k-tiles of a
- * document then run side by side, in step down its q-tiles, and its dQ
- * lines take their adds while in L2.  H100, 2026-11-26, bwd against
- * walks q-head by q-head: causal documents of 1K tokens at 32K +41 %, pile
- * documents +22 %, hash_sparse 16K +40 % (32K +18 %), prefix_lm_document
- * +2 %, full documents of 1K -1 %, the other patterns level; a
+ * ends, short of the last q-tile, and start elsewhere (causal documents,
+ * buckets).  Not causal, full or causal_blockwise, whose rows all run to
+ * the end (their order is tuned, round 9; causal_blockwise lost 3 %), nor
+ * full documents, whose k-tiles walk the same rows and so already go in
+ * step (1K documents -1 % on the H100, -4 % on the H200).  The k-tiles of
+ * a causal document then run side by side, in step down its q-tiles, and
+ * its dQ lines take their adds while in L2.  Bwd against walks q-head by
+ * q-head, 2026-11-26: causal documents of 1K tokens at 32K +41 % (H100) and
+ * +4 % (H200), pile documents +22 % and +2 %, hash_sparse 16K +40 % and
+ * +13 % (32K, H100: +18 %), prefix_lm_document +2 % (H100), the other
+ * patterns level; a
  * window's rows end 2 q-tiles apart, and there it lost 47 % (a Q/dO tile's
  * next reader comes 8x later).  LONGATTN_HOPPER_BWD=qm and noqm force it
  * on and off. */
 static int hb_qm(const struct state *f, const struct plan *p)
 {
-	int rows = 0, shared = 0, end = -1;
+	int rows = 0, shared = 0, end = -1, start = -1;
 
 	if (hb_env("noqm") || f->mheads != 1)
 		return 0;
@@ -1018,8 +1021,9 @@ static int hb_qm(const struct state *f, const struct plan *p)
 		const int e0 = p->row[kt], e1 = p->row[kt + 1];
 		if (e0 == e1)
 			continue;
-		shared += p->ent[e1 - 1].t1 == end && end < p->nqt;
+		shared += p->ent[e1 - 1].t1 == end && end < p->nqt && p->ent[e0].t0 != start;
 		end = p->ent[e1 - 1].t1;
+		start = p->ent[e0].t0;
 		rows++;
 	}
 	return rows > 0 && 2 * shared >= rows;
