@@ -8,7 +8,9 @@
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
  * walk_items); on long causal and full masks a CTA per (k-tile, q-head),
  * q-head by q-head, so that the CTAs in flight share one q-head's tiles
- * in L2 (head_items).  Three warpgroups: a producer (setmaxnreg 24) whose one
+ * in L2 (head_items); on causal documents and buckets k-tiles in order,
+ * each walking down its q-tiles with every q-head at a q-tile before the
+ * next, so that a document's k-tiles add to its dQ lines in step (hb_qm).  Three warpgroups: a producer (setmaxnreg 24) whose one
  * thread issues the TMA loads and whose second warp issues the dQ
  * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
  * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
