@@ -24,7 +24,11 @@ B := build
 VERSION := 0.1
 # rules for objects come before `all' below: a bare `make' builds the tools
 .DEFAULT_GOAL := all
+# COMMIT=hash in the environment wins: a copy whose git state lags (the
+# device's) would name another commit in every result row
+ifeq ($(origin COMMIT),undefined)
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
+endif
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread
 CPPFLAGS += -D_GNU_SOURCE -Ilib -Ikernels -Imasks -DCOMMIT='"$(COMMIT)"' -DLONGATTN_VERSION='"$(VERSION)"' \
