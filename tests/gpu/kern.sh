@@ -6,8 +6,9 @@
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
 #                      odd lengths (3001), batch 2, and k-tiles split among
 #                      CTAs (causal, share_question at 4K), causal bwd
-#                      at 8K (hopper: a CTA per k-tile and q-head): every
-#                      row ok;
+#                      at 8K (hopper: a CTA per k-tile and q-head), causal
+#                      documents and buckets at 4K (hopper: q-major
+#                      walks): every row ok;
 #                      a kernel that lists det (kbench -l) also runs its
 #                      deterministic bwd twice a row: the same bits.
 #   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
@@ -136,6 +137,19 @@ check)
 	# walks them in stretches of 128 q-tiles, listed stretch by stretch
 	gen block_sparse_uniform 8192 -B 64 -H 2 --ratio 0.3
 	kb "stretches bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/block_sparse_uniform.8192.amask
+	# causal documents and hash buckets: hopper's bwd walks each k-tile's
+	# row from its last q-tile down, every q-head at a q-tile before the
+	# next (hb_qm), by default on these two; forced on the small masks,
+	# the odd lengths and the split walks
+	printf 'len\n512\n512\n512\n512\n512\n512\n512\n512\n' >"$M/doc512.len"
+	gen causal_document 4096 -L "$M/doc512.len"
+	gen hash_sparse 4096 --buckets 4
+	kb "q-major bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal_document.4096.amask \
+	    $M/hash_sparse.4096.amask
+	export LONGATTN_HOPPER_BWD=qm
+	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
+	    $M/share_question.4096.amask
+	unset LONGATTN_HOPPER_BWD
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
 	# tiles have such a half), per-head CTAs and split walks included
