@@ -10,7 +10,8 @@
  * q-head by q-head, so that the CTAs in flight share one q-head's tiles
  * in L2 (head_items); on causal documents and buckets k-tiles in order,
  * each walking down its q-tiles with every q-head at a q-tile before the
- * next, so that a document's k-tiles add to its dQ lines in step (hb_qm).  Three warpgroups: a producer (setmaxnreg 24) whose one
+ * next, so that a document's k-tiles add to its dQ lines in step (hb_qm).
+ * Three warpgroups: a producer (setmaxnreg 24) whose one
  * thread issues the TMA loads and whose second warp issues the dQ
  * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
  * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
@@ -269,15 +270,11 @@ static __device__ __forceinline__ int2 real_k(const args &a, int t)
 
 /* A CTA's walk: bwalk's, or with rev (head_items only: a CTA is one row of
  * one q-head, first = gi * len) the same row from its last q-tile down, or
- * with qm (one-head masks, walk_items: every q-head has row kt) the row
- * from its last q-tile down, every q-head of the group at each q-tile
- * before the next, k-tile kt's from q-head kt % group on (so that the
- * k-tiles of a document do not add to the same lines at once).  The k-tiles of a document then start together at its
- * last q-tile and walk down in step, adding to the same dQ lines while
- * they are in L2; q-heads outer, k-tile j's walk (shorter the later j is
- * on a causal document) runs ahead of j-1's onto the next q-head, and a
- * document's dQ lines leave L2 between its k-tiles' adds (1K documents,
- * 2.06 TB/s of DRAM in the main kernel, NOTES round 9). */
+ * with qm (hb_qm: one-head masks, walk_items, every q-head on row kt) the
+ * row from its last q-tile down, every q-head of the group at a q-tile
+ * before the next, k-tile kt's from q-head kt % group on, so that the
+ * k-tiles of a document that walk in step do not add to one dQ line at
+ * once (without it, 1K documents lost 14 %: NOTES round 12). */
 template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, const A &a, int hk, int kt, int4 item)
 {
 	if (a.qm) {
@@ -1004,11 +1001,12 @@ enum { PHW = 160 };
  * its dQ lines take their adds while in L2.  Bwd against walks q-head by
  * q-head, 2026-11-26: causal documents of 1K tokens at 32K +41 % (H100) and
  * +4 % (H200), pile documents +22 % and +2 %, hash_sparse 16K +40 % and
- * +13 % (32K, H100: +18 %), prefix_lm_document +2 % (H100), the other
- * patterns level; a
- * window's rows end 2 q-tiles apart, and there it lost 47 % (a Q/dO tile's
- * next reader comes 8x later).  LONGATTN_HOPPER_BWD=qm and noqm force it
- * on and off. */
+ * +13 % (32K, H100: +18 %), the other patterns level.  Q-head by q-head,
+ * k-tile j's shorter row runs ahead of j-1's onto the next q-head, and a
+ * document's dQ lines leave L2 between its k-tiles' adds (round 9: 2.06
+ * TB/s of DRAM on 1K documents).  A window's rows end 2 q-tiles apart, and
+ * there it lost 47 % (a Q/dO tile's next reader comes 8x later).
+ * LONGATTN_HOPPER_BWD=qm and noqm force it on and off. */
 static int hb_qm(const struct state *f, const struct plan *p)
 {
 	int rows = 0, shared = 0, end = -1, start = -1;
