@@ -50,6 +50,13 @@ check balanced-slurm-columns awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$
 # A window of 200 over 2K: balanced moves the few blocks its rows read,
 # ring_p2p every K/V shard around the ring
 sr "$TOP/bin/cpbench" $args -s balanced,ring_p2p -p fwd sliding_window_causal.amask >win.tsv 2>win.err
-check balanced-slurm-window-bytes awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { b[$2] = $c["sent_bytes"] } END { exit !(b["balanced"] > 0 && b["balanced"] * 4 <= b["ring_p2p"]) }' win.tsv
+rc=$?
+bytes=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { printf "%s=%s ", $2, $c["sent_bytes"] }' win.tsv)
+if [ $rc -eq 0 ] && awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { b[$2] = $c["sent_bytes"] } END { exit !(b["balanced"] > 0 && b["balanced"] * 4 <= b["ring_p2p"]) }' win.tsv; then
+	pass balanced-slurm-window-bytes
+else
+	fail balanced-slurm-window-bytes "exit $rc, sent_bytes $bytes: $(grep -v '^cpbench: rank' win.err | head -c 600)"
+fi
 finish
