@@ -180,10 +180,13 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
  * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
  * every real row is one warp's), in the pass that reads O and dO, instead
  * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
- * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled"). */
+ * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled").
+ * dq non-NULL (fuse): the row's dQ written as zeros where no k-tile adds
+ * to its q-tile (tgt 0), since no CTA converts that tile. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
-    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile, float *dqa)
+    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile, float *dqa,
+    T *dq, const int32_t *tgt, int mgroup)
 {
 	constexpr int PER = HD / 32;
 	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -215,6 +218,11 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 #pragma unroll
 			for (int i = 0; i < PER; i += 2)
 				*(float2 *)(dqa + src + i) = make_float2(0.f, 0.f);
+		}
+		if (dq != NULL && tgt[(h / mgroup) * (sqp / BQ) + q / BQ] == 0) {
+#pragma unroll
+			for (int i = 0; i < PER; i += 2)
+				*(uint32_t *)(dq + src + i) = 0;
 		}
 	}
 	if (lane == 0) {
@@ -254,6 +262,13 @@ struct args {
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
 	int qm;                    /* one-head walks q-tile by q-tile (hb_start) */
+	/* fuse: the CTA whose add completes a dQ tile converts it into dq
+	 * (no dq_out pass): per (mask head, q-tile) the k-tiles that add to
+	 * it, per (b, hq, q-tile) those that have */
+	int fuse;
+	const int32_t *tgt;
+	int *cnt;
+	void *dq;
 	float sl, scale;
 };
 
@@ -328,7 +343,8 @@ template <int HD> struct lay_smem {
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
 		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
-		TOTAL = BAR + 64 + 1024     /* + alignment of the base to 1024 */
+		CV = BAR + 64,          /* fuse: two (q-head, q-tile) slots for the converting warps */
+		TOTAL = CV + 16 + 1024      /* + alignment of the base to 1024 */
 	};
 };
 
@@ -341,6 +357,10 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
  * staged; DQE + w: its staging boxes are free again (the reducing warp
  * and the 128 threads of consumer w). */
 enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
+
+/* fuse: CVF + s, slot s holds a tile to convert; CVE + s, slot s is free
+ * again (the reducing warp and the producer's last two warps). */
+enum { CVF = 6, CVE = 8, NCV = 96 };
 
 static __device__ __forceinline__ void nbar_sync(int id, int n)
 {
@@ -396,6 +416,66 @@ static __device__ __forceinline__ void sem_post(int *p)
 {
 	asm volatile("fence.proxy.async.global;" ::: "memory");
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
+}
+
+/* fuse: the reducing warp's adds to q-tile t of q-head h are complete
+ * (waited for); count them, and where they were the tile's last, hand
+ * the tile to the converting warps through slot ns & 1.  The count is
+ * the release of this CTA's adds (their proxy fenced first, as in
+ * sem_post) and the acquire of the other CTAs'.  Returns the slots used. */
+template <class A> static __device__ __forceinline__ int fuse_post(const A &a, uint32_t cv, int b, int h, int t, int ns)
+{
+	const int lane = threadIdx.x & 31;
+	int last = 0;
+
+	if (lane == 0) {
+		int old;
+		asm volatile("fence.proxy.async.global;" ::: "memory");
+		asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+		    : "=r"(old) : "l"(a.cnt + ((int64_t)b * a.hq + h) * a.nqt + t) : "memory");
+		last = old + 1 == a.tgt[(h / a.mgroup) * a.nqt + t];
+	}
+	if (!__shfl_sync(0xffffffffu, last, 0))
+		return ns;
+	nbar_sync(CVE + (ns & 1), NCV);
+	if (lane == 0)
+		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(h), "r"(t) : "memory");
+	nbar_arrive(CVF + (ns & 1), NCV);
+	return ns + 1;
+}
+
+/* fuse, the producer's last two warps: each handed tile's real rows of
+ * the fp32 workspace, scaled, into dq, until a q-head of -1.  The lines
+ * were just added to, so they come from L2 (ld.global.cg: not from a
+ * stale L1). */
+template <typename T, int HD, class A> static __device__ __forceinline__ void fuse_convert(const A &a, uint32_t cv, int b)
+{
+	const int id = threadIdx.x - NT - 64;
+	const int64_t ld = (int64_t)a.hq * HD;
+
+	nbar_arrive(CVE, NCV);
+	nbar_arrive(CVE + 1, NCV);
+	for (int n = 0;; n++) {
+		int h, t;
+		nbar_sync(CVF + (n & 1), NCV);
+		asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(h), "=r"(t) : "r"(cv + 8 * (n & 1)) : "memory");
+		nbar_arrive(CVE + (n & 1), NCV);
+		if (h < 0)
+			return;
+		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+		const int64_t off = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
+		const float *src = a.dqa + off;
+		T *dst = (T *)a.dq + off;
+#pragma unroll 2
+		for (int i = id; i < qt.y * (HD / 4); i += 64) {
+			const int64_t o = (i / (HD / 4)) * ld + (i % (HD / 4)) * 4;
+			const float4 x = __ldcg((const float4 *)(src + o));
+			uint2 u;
+			u.x = dt<T>::pack(x.x * a.scale, x.y * a.scale);
+			u.y = dt<T>::pack(x.z * a.scale, x.w * a.scale);
+			*(uint2 *)(dst + o) = u;
+		}
+	}
 }
 
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
@@ -474,6 +554,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			uint64_t pol;
 			asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
 #endif
+			const uint32_t cv = s0 + M::CV;
+			int ph = -1, pt = 0, ns = 0;        /* fuse: the tile before, slots used */
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && hb_next(w, a, hk, kt)) {
@@ -530,9 +612,36 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_arrive(DQE, NDQ);
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
+				if (!DET && a.fuse) {
+					/* the tile before's adds complete (this tile's,
+					 * a group per live half, may still run) */
+					if (ph >= 0) {
+						if (lane == 0) {
+							if (live == 3)
+								asm volatile("cp.async.bulk.wait_group 2;" ::: "memory");
+							else
+								asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
+						}
+						__syncwarp();
+						ns = fuse_post(a, cv, b, ph, pt, ns);
+					}
+					ph = hk * a.group + w.gi;
+					pt = w.t;
+				}
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+			if (!DET && a.fuse) {
+				__syncwarp();
+				if (ph >= 0)
+					ns = fuse_post(a, cv, b, ph, pt, ns);
+				nbar_sync(CVE + (ns & 1), NCV);
+				if (lane == 0)
+					asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(-1), "r"(0) : "memory");
+				nbar_arrive(CVF + (ns & 1), NCV);
+			}
+		} else if (wi >= 2 && !DET && a.fuse) {
+			fuse_convert<T, HD>(a, s0 + M::CV, b);
 		}
 		return;
 	}
@@ -817,6 +926,8 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
+	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts */
+	int32_t *tgt;
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -856,6 +967,7 @@ static void fini(void *st)
 	dev_free(f->sem);
 	dev_free(f->qtile);
 	dev_free(f->ktile);
+	dev_free(f->tgt);
 	free(f);
 }
 
@@ -865,7 +977,7 @@ static void fini(void *st)
  * one-head mask whatever its rows' length), seg, seg128, seg256,
  * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), memset
  * (run_t: dQ's workspace zeroed by a memset, not by prep), qm and noqm
- * (hb_qm). */
+ * (hb_qm), fuse (fuse_targets). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1134,6 +1246,31 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
+/* LONGATTN_HOPPER_BWD=fuse (not yet run on a GPU, so not the default):
+ * the CTA whose adds complete a dQ tile converts it into dq, from L2,
+ * with the producer's two idle warps, and there is no dq_out pass, which
+ * read the whole fp32 workspace back from DRAM (1 GB at 32K and 64
+ * q-heads: 0.55 ms of a 4.3 ms pass on 1K causal documents, H100, after
+ * round 12's q-major walks).  Per row of the (untransposed, padded) plan
+ * p, the k-tiles that add to its q-tile: every (k-tile, q-tile, q-head)
+ * is one CTA's once, whatever the walks' cuts. */
+static int fuse_targets(struct state *f, const struct plan *p)
+{
+	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
+	int rc;
+
+	if (tgt == NULL)
+		return KERN_ERR;
+	for (int r = 0; r < p->nrows; r++)
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
+	f->fuse = 1;
+	f->nqt = p->nqt;
+	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
+	free(tgt);
+	return rc;
+}
+
 /* Deterministic: one CTA per k-tile, k-tiles descending, none split (a
  * CTA waits only for CTAs launched before it, and no dK/dV slot is added
  * to in a racing order); per q-tile row of the plan p (not transposed)
@@ -1246,6 +1383,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = entinfo(f, &pt)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
+	if (rc == KERN_OK && !f->det && hb_env("fuse"))
+		rc = fuse_targets(f, &p);
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1265,7 +1404,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	const int64_t nq = (int64_t)s->batch * s->sq * s->hq * HD;
 	const int64_t npad = (int64_t)s->batch * s->hq * f->sqp;
 	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * BK * HD;
-	const int64_t nsem = f->det ? (int64_t)s->batch * s->hq * f->nqt : 0;
+	const int64_t nsem = f->det || f->fuse ? (int64_t)s->batch * s->hq * f->nqt : 0;
 	CUtensorMap tq, tdo, tk, tv, tdq;
 	int rc;
 
@@ -1291,7 +1430,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
-	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL);
+	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
+	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 
@@ -1305,6 +1445,10 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.rev = f->rev;
 	a.qm = f->qm;
+	a.fuse = f->fuse;
+	a.tgt = f->tgt;
+	a.cnt = f->sem;         /* the deterministic pass's counters, unused there */
+	a.dq = io->dq;
 	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
 	a.sl = (float)s->scale * HB_LOG2E;
 	a.scale = (float)s->scale;
@@ -1326,6 +1470,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		if ((rc = launched("hopper bwd", "dk/dv")) != KERN_OK)
 			return rc;
 	}
+	if (f->fuse)
+		return KERN_OK;
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("hopper bwd", "dq");
 }

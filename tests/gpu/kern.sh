@@ -110,6 +110,17 @@ checkmasks() {
 	gen share_question 4096
 }
 
+# force FWD BWD: the rows that follow run hopper's switches FWD and BWD
+# (comma lists, either empty) on top of what the caller's environment
+# forces, so that a whole check can run under a variant
+# (LONGATTN_HOPPER_BWD=x sh kern.sh check); force "" "" goes back to it
+FWD0=${LONGATTN_HOPPER_FWD:-} BWD0=${LONGATTN_HOPPER_BWD:-}
+force() {
+	fw=$FWD0${FWD0:+${1:+,}}$1 bw=$BWD0${BWD0:+${2:+,}}$2
+	if [ -n "$fw" ]; then export LONGATTN_HOPPER_FWD="$fw"; else unset LONGATTN_HOPPER_FWD; fi
+	if [ -n "$bw" ]; then export LONGATTN_HOPPER_BWD="$bw"; else unset LONGATTN_HOPPER_BWD; fi
+}
+
 rc=0
 case $mode in
 check)
@@ -146,39 +157,39 @@ check)
 	gen hash_sparse 4096 --buckets 4
 	kb "q-major bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal_document.4096.amask \
 	    $M/hash_sparse.4096.amask
-	export LONGATTN_HOPPER_BWD=qm
+	force "" qm
 	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
 	    $M/share_question.4096.amask
-	unset LONGATTN_HOPPER_BWD
+	force "" ""
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
 	# tiles have such a half), per-head CTAs and split walks included
-	export LONGATTN_HOPPER_BWD=half,ph1,phall
+	force "" half,ph1,phall
 	kb "half bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	kb "half fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/causal.4096.amask \
 	    $M/block_sparse_uniform.8192.amask
-	unset LONGATTN_HOPPER_BWD
+	force "" ""
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
 	# tiles), the bwd's long walks split at 4096
-	export LONGATTN_HOPPER_FWD=pad LONGATTN_HOPPER_BWD=pad
+	force pad pad
 	kb "padded bf16 8:2 hd128" -p fwd,bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	kb "padded fp16 4:2 hd64" -p fwd,bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/causal_document.3001.amask \
 	    $M/share_question.4096.amask
 	# the same on the fwd's 128-row tiles (a CTA a q-tile, and CTA pairs)
-	export LONGATTN_HOPPER_FWD=grid,pad
+	force grid,pad pad
 	kb "padded grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/prefix_lm_document.1000.amask
-	export LONGATTN_HOPPER_FWD=gather,pad
+	force gather,pad pad
 	kb "padded gather bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/hash_sparse.1000.amask
-	export LONGATTN_HOPPER_FWD=pair64,pad
+	force pair64,pad pad
 	kb "padded pair64 fp16 4:2 hd64" -p fwd -t fp16 -H 4:2 -D 64 $M/full_document.1000.amask \
 	    $M/prefix_lm_document.1000.amask
-	export LONGATTN_HOPPER_FWD=cluster,pad
+	force cluster,pad pad
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
-	unset LONGATTN_HOPPER_FWD LONGATTN_HOPPER_BWD
+	force "" ""
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
 		    $M/full.1000.amask $M/random_eviction.1000.amask $M/causal_document.1000.amask
