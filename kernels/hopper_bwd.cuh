@@ -418,6 +418,16 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
+/* fuse: (q-head h, q-tile t) into slot ns & 1 once the converting warps
+ * have freed it; h = -1 ends them. */
+static __device__ __forceinline__ void fuse_hand(uint32_t cv, int ns, int h, int t)
+{
+	nbar_sync(CVE + (ns & 1), NCV);
+	if ((threadIdx.x & 31) == 0)
+		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(h), "r"(t) : "memory");
+	nbar_arrive(CVF + (ns & 1), NCV);
+}
+
 /* fuse: the reducing warp's adds to q-tile t of q-head h are complete
  * (waited for); count them, and where they were the tile's last, hand
  * the tile to the converting warps through slot ns & 1.  The count is
@@ -437,10 +447,7 @@ template <class A> static __device__ __forceinline__ int fuse_post(const A &a, u
 	}
 	if (!__shfl_sync(0xffffffffu, last, 0))
 		return ns;
-	nbar_sync(CVE + (ns & 1), NCV);
-	if (lane == 0)
-		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(h), "r"(t) : "memory");
-	nbar_arrive(CVF + (ns & 1), NCV);
+	fuse_hand(cv, ns, h, t);
 	return ns + 1;
 }
 
@@ -469,11 +476,7 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fu
 #pragma unroll 2
 		for (int i = id; i < qt.y * (HD / 4); i += 64) {
 			const int64_t o = (i / (HD / 4)) * ld + (i % (HD / 4)) * 4;
-			const float4 x = __ldcg((const float4 *)(src + o));
-			uint2 u;
-			u.x = dt<T>::pack(x.x * a.scale, x.y * a.scale);
-			u.y = dt<T>::pack(x.z * a.scale, x.w * a.scale);
-			*(uint2 *)(dst + o) = u;
+			*(uint2 *)(dst + o) = dq_pack<T>(__ldcg((const float4 *)(src + o)), a.scale);
 		}
 	}
 }
@@ -635,10 +638,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				__syncwarp();
 				if (ph >= 0)
 					ns = fuse_post(a, cv, b, ph, pt, ns);
-				nbar_sync(CVE + (ns & 1), NCV);
-				if (lane == 0)
-					asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(-1), "r"(0) : "memory");
-				nbar_arrive(CVF + (ns & 1), NCV);
+				fuse_hand(cv, ns, -1, 0);
 			}
 		} else if (wi >= 2 && !DET && a.fuse) {
 			fuse_convert<T, HD>(a, s0 + M::CV, b);

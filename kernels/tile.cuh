@@ -166,19 +166,21 @@ static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, 
 	return bwalk_row(w, a, hk, kt);
 }
 
+/* Four fp32 accumulator values, scaled, as four 16-bit ones. */
+template <typename T>
+static __device__ __forceinline__ uint2 dq_pack(float4 x, float scale)
+{
+	return make_uint2(w16<T>::pack(x.x * scale, x.y * scale), w16<T>::pack(x.z * scale, x.w * scale));
+}
+
 /* The fp32 dQ accumulator into dq, the scale folded in: 4 elements a
  * thread. */
 template <typename T>
 __global__ void dq_out(const float *acc, T *dq, int64_t n, float scale)
 {
 	for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
-	    i += (int64_t)gridDim.x * blockDim.x * 4) {
-		float4 x = *(const float4 *)(acc + i);
-		uint2 u;
-		u.x = w16<T>::pack(x.x * scale, x.y * scale);
-		u.y = w16<T>::pack(x.z * scale, x.w * scale);
-		*(uint2 *)(dq + i) = u;
-	}
+	    i += (int64_t)gridDim.x * blockDim.x * 4)
+		*(uint2 *)(dq + i) = dq_pack<T>(*(const float4 *)(acc + i), scale);
 }
 
 /* The fp32 slots of k-tiles (of BKT keys) split among several CTAs into dk

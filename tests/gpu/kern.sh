@@ -291,7 +291,7 @@ ab)
 	fi
 	if [ "$ABMASKS" = all ]; then
 		allmasks 32768
-		ABMASKS=$(ls "$M"/*.32768.amask)
+		ABMASKS=$("$MASKGEN" -l | cut -f1 | sed "s|.*|$M/&.32768.amask|")
 	fi
 	rm -f "$OUT/$KERN-ab.tsv"
 	for r in $(seq "${ROUNDS:-2}"); do
