@@ -182,11 +182,13 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
  * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
  * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled").
  * dq non-NULL (fuse): the row's dQ written as zeros where no k-tile adds
- * to its q-tile (tgt 0), since no CTA converts that tile. */
+ * to its q-tile (tgt 0), since no CTA converts that tile; and a q-tile's
+ * first row sets the tile's count in cnt to its target, which the k-tiles'
+ * adds count down. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
     int64_t nrows, int sq, int sqp, int hq, const int2 *qtile, float *dqa,
-    T *dq, const int32_t *tgt, int mgroup)
+    T *dq, const int32_t *tgt, int mgroup, int *cnt)
 {
 	constexpr int PER = HD / 32;
 	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -225,6 +227,8 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 				*(uint32_t *)(dq + src + i) = 0;
 		}
 	}
+	if (dq != NULL && lane == 0 && q % BQ == 0)
+		cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tgt[(h / mgroup) * (sqp / BQ) + q / BQ];
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
 		const float l = r >= 0 ? lse[(b * hq + h) * sq + r] : -INFINITY;
@@ -262,11 +266,10 @@ struct args {
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
 	int qm;                    /* one-head walks q-tile by q-tile (hb_start) */
-	/* fuse: the CTA whose add completes a dQ tile converts it into dq
-	 * (no dq_out pass): per (mask head, q-tile) the k-tiles that add to
-	 * it, per (b, hq, q-tile) those that have */
+	/* fuse (the converting threads' float4 loads in flight, or 0): the
+	 * CTA whose add completes a dQ tile converts it into dq (no dq_out
+	 * pass); per (b, hq, q-tile) the adds still to come (prep sets them) */
 	int fuse;
-	const int32_t *tgt;
 	int *cnt;
 	void *dq;
 	float sl, scale;
@@ -343,8 +346,8 @@ template <int HD> struct lay_smem {
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
 		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
-		CV = BAR + 64,          /* fuse: two (q-head, q-tile) slots for the converting warps */
-		TOTAL = CV + 16 + 1024      /* + alignment of the base to 1024 */
+		CV = BAR + 64,          /* fuse: NCVS (q-head, q-tile) slots for the converting warps */
+		TOTAL = CV + 32 + 1024      /* + alignment of the base to 1024 */
 	};
 };
 
@@ -358,9 +361,10 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
  * and the 128 threads of consumer w). */
 enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
 
-/* fuse: CVF + s, slot s holds a tile to convert; CVE + s, slot s is free
- * again (the reducing warp and the producer's last two warps). */
-enum { CVF = 6, CVE = 8, NCV = 96 };
+/* fuse: CVF + s, slot s of NCVS holds a tile to convert; CVE + s, slot s
+ * is free again (the reducing warp and the producer's last two warps).
+ * Four slots: a k-tile's row can complete several tiles in a burst. */
+enum { NCVS = 4, CVF = 6, CVE = CVF + NCVS, NCV = 96 };
 
 static __device__ __forceinline__ void nbar_sync(int id, int n)
 {
@@ -418,65 +422,84 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
-/* fuse: (q-head h, q-tile t) into slot ns & 1 once the converting warps
- * have freed it; h = -1 ends them. */
+/* fuse: (q-head h, q-tile t) into slot ns % NCVS once the converting
+ * warps have freed it; h = -1 ends them. */
 static __device__ __forceinline__ void fuse_hand(uint32_t cv, int ns, int h, int t)
 {
-	nbar_sync(CVE + (ns & 1), NCV);
+	const int s = ns % NCVS;
+
+	nbar_sync(CVE + s, NCV);
 	if ((threadIdx.x & 31) == 0)
-		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * (ns & 1)), "r"(h), "r"(t) : "memory");
-	nbar_arrive(CVF + (ns & 1), NCV);
+		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * s), "r"(h), "r"(t) : "memory");
+	nbar_arrive(CVF + s, NCV);
 }
 
-/* fuse: the reducing warp's adds to q-tile t of q-head h are complete
- * (waited for); count them, and where they were the tile's last, hand
- * the tile to the converting warps through slot ns & 1.  The count is
- * the release of this CTA's adds (their proxy fenced first, as in
- * sem_post) and the acquire of the other CTAs'.  Returns the slots used. */
-template <class A> static __device__ __forceinline__ int fuse_post(const A &a, uint32_t cv, int b, int h, int t, int ns)
-{
-	const int lane = threadIdx.x & 31;
-	int last = 0;
+/* fuse, the reducing warp's count, a step behind the adds so that it
+ * never waits on them.  Tiles are i = q-head * nqt + q-tile.  c was
+ * counted an item ago (the count before it in lane 0's old, read only
+ * now); p's adds were issued an item ago.  The count that takes a tile's
+ * count (set to its target by prep) to zero hands it to the converting
+ * warps, after an acquire of the other CTAs' adds; then p's adds, once
+ * complete (wait_group N: the groups issued after them), are released
+ * (their proxy fenced first, as in sem_post) by counting them.  Returns
+ * the slots used. */
+struct fuse_cnt {
+	int i, old;
+};
 
-	if (lane == 0) {
-		int old;
-		asm volatile("fence.proxy.async.global;" ::: "memory");
-		asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
-		    : "=r"(old) : "l"(a.cnt + ((int64_t)b * a.hq + h) * a.nqt + t) : "memory");
-		last = old + 1 == a.tgt[(h / a.mgroup) * a.nqt + t];
+template <int N, class A> static __device__ __forceinline__ int fuse_step(const A &a, uint32_t cv, int b,
+    fuse_cnt &c, int p, int ns)
+{
+	if (c.i >= 0 && __shfl_sync(0xffffffffu, c.old, 0) == 1) {
+		asm volatile("fence.acq_rel.gpu;" ::: "memory");
+		fuse_hand(cv, ns++, c.i / a.nqt, c.i % a.nqt);
 	}
-	if (!__shfl_sync(0xffffffffu, last, 0))
-		return ns;
-	fuse_hand(cv, ns, h, t);
-	return ns + 1;
+	c.i = p;
+	if (p >= 0 && (threadIdx.x & 31) == 0) {
+		asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+		asm volatile("fence.proxy.async.global;" ::: "memory");
+		asm volatile("atom.release.gpu.global.add.s32 %0, [%1], -1;"
+		    : "=r"(c.old) : "l"(a.cnt + (int64_t)b * a.hq * a.nqt + p) : "memory");
+	}
+	return ns;
 }
 
 /* fuse, the producer's last two warps: each handed tile's real rows of
  * the fp32 workspace, scaled, into dq, until a q-head of -1.  The lines
  * were just added to, so they come from L2 (ld.global.cg: not from a
- * stale L1). */
-template <typename T, int HD, class A> static __device__ __forceinline__ void fuse_convert(const A &a, uint32_t cv, int b)
+ * stale L1); U rows a thread in flight, as many as the producer's 24
+ * registers hold, since the tile's 32 KB cross from L2 at that depth. */
+template <typename T, int HD, int U, class A> static __device__ __forceinline__ void fuse_convert(const A &a, uint32_t cv, int b)
 {
+	/* U float4 a thread in flight, a row's chunks at constant offsets
+	 * (no address registers); L lanes a row, RS rows a step */
+	constexpr int L = HD / 4 / U, RS = 64 / L;
 	const int id = threadIdx.x - NT - 64;
 	const int64_t ld = (int64_t)a.hq * HD;
 
-	nbar_arrive(CVE, NCV);
-	nbar_arrive(CVE + 1, NCV);
+#pragma unroll
+	for (int s = 0; s < NCVS; s++)
+		nbar_arrive(CVE + s, NCV);
 	for (int n = 0;; n++) {
 		int h, t;
-		nbar_sync(CVF + (n & 1), NCV);
-		asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(h), "=r"(t) : "r"(cv + 8 * (n & 1)) : "memory");
-		nbar_arrive(CVE + (n & 1), NCV);
+		const int s = n % NCVS;
+		nbar_sync(CVF + s, NCV);
+		asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(h), "=r"(t) : "r"(cv + 8 * s) : "memory");
+		nbar_arrive(CVE + s, NCV);
 		if (h < 0)
 			return;
 		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
-		const int64_t off = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
+		const int64_t off = ((int64_t)b * a.sq + qt.x + id / L) * ld + (int64_t)h * HD + (id % L) * 4;
 		const float *src = a.dqa + off;
 		T *dst = (T *)a.dq + off;
-#pragma unroll 2
-		for (int i = id; i < qt.y * (HD / 4); i += 64) {
-			const int64_t o = (i / (HD / 4)) * ld + (i % (HD / 4)) * 4;
-			*(uint2 *)(dst + o) = dq_pack<T>(__ldcg((const float4 *)(src + o)), a.scale);
+		for (int r = id / L; r < qt.y; r += RS, src += RS * ld, dst += RS * ld) {
+			float4 v[U];
+#pragma unroll
+			for (int j = 0; j < U; j++)
+				v[j] = __ldcg((const float4 *)(src + j * (HD / U)));
+#pragma unroll
+			for (int j = 0; j < U; j++)
+				*(uint2 *)(dst + j * (HD / U)) = dq_pack<T>(v[j], a.scale);
 		}
 	}
 }
@@ -558,7 +581,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
 #endif
 			const uint32_t cv = s0 + M::CV;
-			int ph = -1, pt = 0, ns = 0;        /* fuse: the tile before, slots used */
+			int pi = -1, ns = 0;                /* fuse: the item before, slots used */
+			fuse_cnt fc = {-1, 0};
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && hb_next(w, a, hk, kt)) {
@@ -595,7 +619,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b)
 							    : "memory");
 #endif
-						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+						/* a group a half (DET), else an item (fuse waits
+						 * for an item's adds) */
+						if (DET)
+							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						/* HD 64: both halves add to the same elements */
 						if (DET && HD == 64 && x == 0)
 							asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -607,6 +634,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 						sem_post(sem);
 					} else {
+						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 					}
 				}
@@ -616,32 +644,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
 				if (!DET && a.fuse) {
-					/* the tile before's adds complete (this tile's,
-					 * a group per live half, may still run) */
-					if (ph >= 0) {
-						if (lane == 0) {
-							if (live == 3)
-								asm volatile("cp.async.bulk.wait_group 2;" ::: "memory");
-							else
-								asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
-						}
-						__syncwarp();
-						ns = fuse_post(a, cv, b, ph, pt, ns);
-					}
-					ph = hk * a.group + w.gi;
-					pt = w.t;
+					/* the item before's adds (this item's may still run) */
+					ns = fuse_step<1>(a, cv, b, fc, pi, ns);
+					pi = h * a.nqt + w.t;
 				}
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 			if (!DET && a.fuse) {
-				__syncwarp();
-				if (ph >= 0)
-					ns = fuse_post(a, cv, b, ph, pt, ns);
+				ns = fuse_step<0>(a, cv, b, fc, pi, ns);
+				ns = fuse_step<0>(a, cv, b, fc, -1, ns);
 				fuse_hand(cv, ns, -1, 0);
 			}
 		} else if (wi >= 2 && !DET && a.fuse) {
-			fuse_convert<T, HD>(a, s0 + M::CV, b);
+			if (a.fuse == 2)
+				fuse_convert<T, HD, 2>(a, s0 + M::CV, b);
+			else
+				fuse_convert<T, HD, 4>(a, s0 + M::CV, b);
 		}
 		return;
 	}
@@ -926,7 +945,7 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
-	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts */
+	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
 	int skv;                   /* its sk, or 0 */
 };
@@ -1246,7 +1265,8 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* LONGATTN_HOPPER_BWD=fuse (not yet run on a GPU, so not the default):
+/* LONGATTN_HOPPER_BWD=fuse (fuse2: two loads in flight, not four; not the
+ * default: bench/NOTES.md, "hopper bwd, round 13"):
  * the CTA whose adds complete a dQ tile converts it into dq, from L2,
  * with the producer's two idle warps, and there is no dq_out pass, which
  * read the whole fp32 workspace back from DRAM (1 GB at 32K and 64
@@ -1254,7 +1274,7 @@ static int items(struct state *f, const struct plan *p)
  * round 12's q-major walks).  Per row of the (untransposed, padded) plan
  * p, the k-tiles that add to its q-tile: every (k-tile, q-tile, q-head)
  * is one CTA's once, whatever the walks' cuts. */
-static int fuse_targets(struct state *f, const struct plan *p)
+static int fuse_targets(struct state *f, const struct plan *p, int u)
 {
 	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
 	int rc;
@@ -1264,7 +1284,7 @@ static int fuse_targets(struct state *f, const struct plan *p)
 	for (int r = 0; r < p->nrows; r++)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
-	f->fuse = 1;
+	f->fuse = u;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
 	free(tgt);
@@ -1383,8 +1403,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = entinfo(f, &pt)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
-	if (rc == KERN_OK && !f->det && hb_env("fuse"))
-		rc = fuse_targets(f, &p);
+	if (rc == KERN_OK && !f->det && (hb_env("fuse") || hb_env("fuse2")))
+		rc = fuse_targets(f, &p, hb_env("fuse2") ? 2 : 4);
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1427,11 +1447,11 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	const bool pz = f->prepzero;
 	if ((!pz && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
-	    (nsem > 0 && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
+	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
 	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
-	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads);
+	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->sem);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 
@@ -1446,7 +1466,6 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.rev = f->rev;
 	a.qm = f->qm;
 	a.fuse = f->fuse;
-	a.tgt = f->tgt;
 	a.cnt = f->sem;         /* the deterministic pass's counters, unused there */
 	a.dq = io->dq;
 	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
