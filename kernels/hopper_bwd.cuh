@@ -619,9 +619,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b)
 							    : "memory");
 #endif
-						/* a group a half (DET), else an item (fuse waits
-						 * for an item's adds) */
-						if (DET)
+						/* a group a half, but an item under fuse (it
+						 * waits for an item's adds) */
+						if (DET || !a.fuse)
 							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						/* HD 64: both halves add to the same elements */
 						if (DET && HD == 64 && x == 0)
@@ -634,7 +634,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 						sem_post(sem);
 					} else {
-						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+						if (a.fuse)
+							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 					}
 				}
