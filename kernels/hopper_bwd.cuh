@@ -265,7 +265,6 @@ struct args {
 	const int2 *qtile, *ktile;
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
-	int qm;                    /* one-head walks q-tile by q-tile (hb_start) */
 	/* fuse (the converting threads' float4 loads in flight, or 0): the
 	 * CTA whose add completes a dQ tile converts it into dq (no dq_out
 	 * pass); per (b, hq, q-tile) the adds still to come (prep sets them) */
@@ -293,9 +292,9 @@ static __device__ __forceinline__ int2 real_k(const args &a, int t)
  * before the next, k-tile kt's from q-head kt % group on, so that the
  * k-tiles of a document that walk in step do not add to one dQ line at
  * once (without it, 1K documents lost 14 %: NOTES round 12). */
-template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, const A &a, int hk, int kt, int4 item)
+template <bool QM, class A> static __device__ __forceinline__ bool hb_start(bwalk &w, const A &a, int hk, int kt, int4 item)
 {
-	if (a.qm) {
+	if (QM) {
 		int pos = item.y / a.group;
 		w.gi = (item.y + kt) % a.group;
 		w.e1 = a.row[kt];
@@ -319,14 +318,14 @@ template <class A> static __device__ __forceinline__ bool hb_start(bwalk &w, con
 	return true;
 }
 
-template <class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
+template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
 {
-	if (a.qm) {
+	if (QM) {
 		w.gi = w.gi + 1 < a.group ? w.gi + 1 : 0;
 		if (w.gi != kt % a.group)
 			return true;
 	}
-	if (!a.rev && !a.qm)
+	if (!a.rev && !QM)
 		return bwalk_next(w, a, hk, kt);
 	if (--w.t >= a.ent[w.e].t0)
 		return true;
@@ -506,12 +505,15 @@ template <typename T, int HD, int U, class A> static __device__ __forceinline__ 
 
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
- * get its registers. */
-template <typename T, int HD, bool DET, bool HALF>
+ * get its registers.  X: bit 0 q-major walks (hb_qm), bit 1 fuse, each
+ * its own instantiation: with both as runtime branches in the one kernel,
+ * full 128K bwd took 11 % longer (H100, round 13), though neither ran. */
+template <typename T, int HD, bool DET, bool HALF, int X>
 __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
+	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
 	typedef lay_smem<HD> M;
 	constexpr int CB = HD / 64, KS = HD / 16;
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
@@ -540,7 +542,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z;
-	bool more = left > 0 && hb_start(w, a, hk, kt, item);
+	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 
 	if (wg == 2) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
@@ -568,7 +570,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
 				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
 				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
-				more = --left > 0 && hb_next(w, a, hk, kt);
+				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
 		} else if (wi == 1) {
 			/* dQ: each consumer's staged boxes added to the workspace by
@@ -585,7 +587,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			fuse_cnt fc = {-1, 0};
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
-			for (; more; more = --left > 0 && hb_next(w, a, hk, kt)) {
+			for (; more; more = --left > 0 && hb_next<QM>(w, a, hk, kt)) {
 				/* the rows of a q-tile past a gap add zeros (their scores
 				 * are all masked) */
 				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
@@ -621,7 +623,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #endif
 						/* a group a half, but an item under fuse (it
 						 * waits for an item's adds) */
-						if (DET || !a.fuse)
+						if (!FUSE)
 							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						/* HD 64: both halves add to the same elements */
 						if (DET && HD == 64 && x == 0)
@@ -634,7 +636,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 						sem_post(sem);
 					} else {
-						if (a.fuse)
+						if (FUSE)
 							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 					}
@@ -644,7 +646,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_arrive(DQE, NDQ);
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
-				if (!DET && a.fuse) {
+				if (FUSE) {
 					/* the item before's adds (this item's may still run) */
 					ns = fuse_step<1>(a, cv, b, fc, pi, ns);
 					pi = h * a.nqt + w.t;
@@ -652,12 +654,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-			if (!DET && a.fuse) {
+			if (FUSE) {
 				ns = fuse_step<0>(a, cv, b, fc, pi, ns);
 				ns = fuse_step<0>(a, cv, b, fc, -1, ns);
 				fuse_hand(cv, ns, -1, 0);
 			}
-		} else if (wi >= 2 && !DET && a.fuse) {
+		} else if (wi >= 2 && FUSE) {
 			if (a.fuse == 2)
 				fuse_convert<T, HD, 2>(a, s0 + M::CV, b);
 			else
@@ -712,7 +714,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
 		const int live = HALF ? a.einf[cur.e] & 3 : 3;
-		more = --left > 0 && hb_next(w, a, hk, kt);
+		more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + ds * M::SB;
 		/* waited for even where this warpgroup's keys see nothing of the
@@ -1337,15 +1339,33 @@ static int det_items(struct state *f, const struct plan *p, const struct plan *p
 	return rc;
 }
 
+/* The instantiations a run picks from (bwd's X: QM | FUSE; DET has
+ * neither). */
+template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
+{
+	if constexpr (DET)
+		return (void *)bwd<T, HD, DET, HALF, 0>;
+	else switch (x) {
+	case 1: return (void *)bwd<T, HD, DET, HALF, 1>;
+	case 2: return (void *)bwd<T, HD, DET, HALF, 2>;
+	case 3: return (void *)bwd<T, HD, DET, HALF, 3>;
+	default: return (void *)bwd<T, HD, DET, HALF, 0>;
+	}
+}
+
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(bwd<T, HD, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	    lay_smem<HD>::TOTAL);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(bwd<T, HD, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	cudaError_t e = cudaSuccess;
+
+	for (int x = 0; x < 4 && e == cudaSuccess; x++) {
+		e = cudaFuncSetAttribute(bwd_fn<T, HD, false, false>(x), cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    lay_smem<HD>::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd_fn<T, HD, false, true>(x), cudaFuncAttributeMaxDynamicSharedMemorySize,
+			    lay_smem<HD>::TOTAL);
+	}
 	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(bwd<T, HD, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		e = cudaFuncSetAttribute(bwd_fn<T, HD, true, false>(0), cudaFuncAttributeMaxDynamicSharedMemorySize,
 		    lay_smem<HD>::TOTAL);
 	return e;
 }
@@ -1465,7 +1485,6 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.rev = f->rev;
-	a.qm = f->qm;
 	a.fuse = f->fuse;
 	a.cnt = f->sem;         /* the deterministic pass's counters, unused there */
 	a.dq = io->dq;
@@ -1476,13 +1495,12 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
 	dim3 grid(f->nitems, s->hkv, s->batch);
-	if (f->det)
-		bwd<T, HD, true, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
-	else if (f->half)
-		bwd<T, HD, false, true><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
-	else
-		bwd<T, HD, false, false><<<grid, NT + 128, lay_smem<HD>::TOTAL, st>>>(tq, tdo, tk, tv, tdq, a);
-	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
+	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0);
+	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
+	    bwd_fn<T, HD, false, false>(x);
+	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};
+	const cudaError_t le = cudaLaunchKernel(fn, grid, dim3(NT + 128), av, lay_smem<HD>::TOTAL, st);
+	if ((rc = launched("hopper bwd", "main")) != KERN_OK || le != cudaSuccess)
 		return rc;
 	if (nws > 0) {
 		kv_out<T, HD, BK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
