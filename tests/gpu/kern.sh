@@ -27,9 +27,10 @@
 #                      interleaved, $KERN$WITH, on $ABMASKS (mask files;
 #                      default: causal and full documents of 1K tokens on
 #                      tile edges, pile and --long causal documents at 32K,
-#                      full 8K, causal 32K, hash_sparse and the window
-#                      (-w 1638) at 16K; all: every pattern at 32K); rows with
-#                      round and variant first in $KERN-ab.tsv
+#                      full 8K, full 64K (past L2: 1 warm-up, 3 timed),
+#                      causal 32K, hash_sparse and the window (-w 1638) at
+#                      16K; all: every pattern at 32K); rows with round and
+#                      variant first in $KERN-ab.tsv
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
 # tests/gpu/flash.sh is this script with KERN=flash.
@@ -282,11 +283,13 @@ ab)
 		[ -s "$M/causal_document_long.32768.amask" ] ||
 		    "$MASKGEN" -p causal_document -n 32768 -s 3 --long -o "$M/causal_document_long.32768.amask" || rc=1
 		gen full 8192
+		gen full 65536
 		gen causal 32768
 		gen hash_sparse 16384
 		gen sliding_window_causal 16384 -w 1638
 		ABMASKS="$M/causal_document_1k.32768.amask $M/full_document_1k.32768.amask
 		    $M/causal_document.32768.amask $M/causal_document_long.32768.amask $M/full.8192.amask
+		    $M/full.65536.amask
 		    $M/causal.32768.amask $M/hash_sparse.16384.amask $M/sliding_window_causal.16384.amask"
 	fi
 	if [ "$ABMASKS" = all ]; then
@@ -296,10 +299,13 @@ ab)
 	rm -f "$OUT/$KERN-ab.tsv"
 	for r in $(seq "${ROUNDS:-2}"); do
 		for f in $ABMASKS; do
+			# 64K and longer: a second an iteration
+			it="-w 3 -n 10"
+			case $f in *.65536.amask | *.131072.amask) it="-w 1 -n 3" ;; esac
 			for v in ${AB:?AB: the variants, NAME=ENV ...}; do
-				# shellcheck disable=SC2046
+				# shellcheck disable=SC2046,SC2086
 				env $(ab_env "$v") timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES \
-				    -w 3 -n 10 "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
+				    $it "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
 				ab_add "$r" "$v" "$OUT/ab1.tsv" "$OUT/$KERN-ab.tsv"
 			done
 		done
