@@ -466,8 +466,9 @@ template <int N, class A> static __device__ __forceinline__ int fuse_step(const 
 /* fuse, the producer's last two warps: each handed tile's real rows of
  * the fp32 workspace, scaled, into dq, until a q-head of -1.  The lines
  * were just added to, so they come from L2 (ld.global.cg: not from a
- * stale L1); U rows a thread in flight, as many as the producer's 24
- * registers hold, since the tile's 32 KB cross from L2 at that depth. */
+ * stale L1).  U float4 loads a thread in flight: the 32 KB tile crosses
+ * from L2 at that depth (4 beat 2 by 2-10 %, though 4 spill some of this
+ * warp's 24 registers). */
 template <typename T, int HD, int U, class A> static __device__ __forceinline__ void fuse_convert(const A &a, uint32_t cv, int b)
 {
 	/* U float4 a thread in flight, a row's chunks at constant offsets
