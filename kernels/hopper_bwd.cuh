@@ -998,9 +998,9 @@ static void fini(void *st)
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), seg, seg128, seg256,
- * noseg (hb_seg), half and nohalf (entinfo), nopad and pad (init), memset
- * (run_t: dQ's workspace zeroed by a memset, not by prep), qm and noqm
- * (hb_qm), fuse (fuse_targets). */
+ * noseg, whole (hb_seg), half and nohalf (entinfo), nopad and pad (init),
+ * memset (run_t: dQ's workspace zeroed by a memset, not by prep), qm and
+ * noqm (hb_qm), fuse and fuse2 (fuse_targets). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1080,21 +1080,22 @@ static int head_by_len(const void *x, const void *y)
 }
 
 /* tile.cuh's walk_items cut into stretches of this many tiles, listed
- * stretch by stretch, or 0: whole walks, heaviest first.  Stretches where
+ * stretch by stretch, or 0: heaviest first, a walk cut only past its cap
+ * (-1, whole: never).  Stretches where
  * the walks drift apart: masks with several heads (the CTAs in flight
  * each read their own q-tiles) and scattered rows (more
  * than SCATTER runs a k-tile's row).  128 tiles for walks of under 1024,
  * else 256 (H100, round 5, 32K-64K: block_sparse_uniform 64-blocks +14 to
  * +43 %, block_sparse_variable +44 %; on one-head masks stretches, or only
  * their order, lost up to 20 % (hash_sparse) or did nothing).
- * LONGATTN_HOPPER_BWD=seg, seg128, seg256 or noseg forces 64, 128, 256 or 0
- * for A/B runs. */
+ * LONGATTN_HOPPER_BWD=seg, seg128, seg256, noseg or whole forces 64, 128,
+ * 256, 0 or -1 for A/B runs. */
 enum { SCATTER = 16 };
 
 static int hb_seg(const struct state *f, const struct plan *p)
 {
 	static const struct { const char *w; int n; } force[] = {
-		{ "seg", 64 }, { "seg128", 128 }, { "seg256", 256 }, { "noseg", 0 } };
+		{ "seg", 64 }, { "seg128", 128 }, { "seg256", 256 }, { "noseg", 0 }, { "whole", -1 } };
 	const int group = f->s.hq / f->s.hkv;
 	int64_t rows = 0, runs = 0, tiles = 0;
 

@@ -446,7 +446,8 @@ static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_
  * q-head's Q/dO/dQ (64 MB a q-head at 64K), and L2 misses (ncu,
  * block_sparse_uniform 64K: 45 % L2 hits, DRAM 62 % busy; full: 98 %).
  * A pass of at most eight walks of 64 tiles an SM takes the cap that
- * walk_span says ends soonest. */
+ * walk_span says ends soonest.  seg < 0: no walk is cut (an A/B of the
+ * cap: bench/NOTES.md, "The 8K bwd rows and the wave tail"). */
 static int walk_items(const struct plan *p, const struct attn_shape *s, int mheads, int seg,
     int4 **itemp, int *nitems, int32_t **slotktp, int *nslots)
 {
@@ -473,7 +474,9 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 			if (len > lmax[kt])
 				lmax[kt] = len;
 		}
-	if (seg > 0) {
+	if (seg < 0) {
+		cap = INT64_MAX;
+	} else if (seg > 0) {
 		int64_t sum = 0;
 		for (int kt = 0; kt < n; kt++)
 			sum += lmax[kt];

@@ -5,7 +5,8 @@
 #                      S = 1000 (1024 where the pattern needs blocks), fwd and
 #                      bwd, GQA 8:2 and MHA 4:4, bf16 and fp16, hd 64 and 128,
 #                      odd lengths (3001), batch 2, and k-tiles split among
-#                      CTAs (causal, share_question at 4K), causal bwd
+#                      CTAs (causal, share_question at 4K; hopper: and
+#                      left whole under its switch), causal bwd
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks): every row ok;
@@ -161,6 +162,10 @@ check)
 	force "" qm
 	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
 	    $M/share_question.4096.amask
+	force "" ""
+	# the split walks left whole (an A/B switch of hopper's bwd)
+	force "" whole
+	kb "whole fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
 	force "" ""
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
