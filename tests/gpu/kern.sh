@@ -23,7 +23,8 @@
 #                      fwd and bwd, $KERN$WITH ($MXW warm-up, $MXN timed)
 #   kern.sh ab         an A/B of the kernel's switches: AB="NAME=ENV ..."
 #                      (ENV: VAR=value pairs joined by commas, or nothing
-#                      for the build's default), one kbench process per
+#                      for the build's default; @REV: commit REV's build,
+#                      or a source tree's, made first), one kbench process per
 #                      round, mask and variant, $ROUNDS (2) rounds
 #                      interleaved, $KERN$WITH, on $ABMASKS (mask files;
 #                      default: causal and full documents of 1K tokens on
@@ -302,14 +303,20 @@ ab)
 		ABMASKS=$("$MASKGEN" -l | cut -f1 | sed "s|.*|$M/&.32768.amask|")
 	fi
 	rm -f "$OUT/$KERN-ab.tsv"
+	for v in ${AB:?AB: the variants, NAME=ENV ...}; do
+		rv=$(ab_rev "$v")
+		[ -z "$rv" ] || ab_build "$rv" || { echo "not ok $KERN ab: build $rv"; rc=1; }
+	done
 	for r in $(seq "${ROUNDS:-2}"); do
 		for f in $ABMASKS; do
 			# 64K and longer: a second an iteration
 			it="-w 3 -n 10"
 			case $f in *.65536.amask | *.131072.amask) it="-w 1 -n 3" ;; esac
-			for v in ${AB:?AB: the variants, NAME=ENV ...}; do
+			for v in $AB; do
+				kb=$KBENCH rv=$(ab_rev "$v")
+				[ -z "$rv" ] || kb=$(ab_tree "$rv")/bin/kbench
 				# shellcheck disable=SC2046,SC2086
-				env $(ab_env "$v") timeout $TMO "$KBENCH" -k $KERN$WITH -p $PASSES \
+				env $(ab_env "$v") timeout $TMO "$kb" -k $KERN$WITH -p $PASSES \
 				    $it "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
 				ab_add "$r" "$v" "$OUT/ab1.tsv" "$OUT/$KERN-ab.tsv"
 			done
