@@ -1,5 +1,5 @@
-# The A/B modes of tests/gpu/cpbench.sh and tests/gpu/kern.sh (sourced):
-# a variant is NAME=ENV, ENV the VAR=value pairs joined by commas, or
+# The GPU scripts' shared helpers (sourced): gpu_homes, and the A/B modes
+# of tests/gpu/cpbench.sh and tests/gpu/kern.sh, where a variant is NAME=ENV, ENV the VAR=value pairs joined by commas, or
 # nothing for the build's default; a piece without = belongs to the value
 # before it (LONGATTN_HOPPER_BWD=qm,seg128 is one pair).  In kern.sh ab,
 # NAME=@REV runs another build instead: REV a commit (ab_build makes
@@ -27,15 +27,21 @@ ab_tree() {
 	if [ -d "$1" ]; then echo "$1"; else echo "build/rev-$1"; fi
 }
 # ab_build REV: REV's kbench, its rows naming REV (a tree: its .commit,
-# else its name); the make flags of tests/gpu/run.sh's build
+# else its name)
 ab_build() {
 	d=$(ab_tree "$1") c=$1
 	[ -d "$1" ] && { c=$(cat "$1/.commit" 2>/dev/null) || c=$(basename "$1"); }
 	if [ ! -d "$1" ] && [ ! -f "$d/Makefile" ]; then
 		mkdir -p "$d" && git archive "$1" | tar x -C "$d" || return 1
 	fi
-	set -- -j16 bin/kbench bin/maskgen COMMIT="$c"
-	[ -f /usr/include/nccl.h ] && set -- "$@" NCCL_HOME=/usr
-	[ -f /usr/include/cudnn.h ] && set -- "$@" CUDNN_HOME=/usr
-	make -C "$d" "$@" >"$d.build.log" 2>&1 && [ -x "$d/bin/kbench" ]
+	# shellcheck disable=SC2046
+	make -C "$d" -j16 bin/kbench bin/maskgen COMMIT="$c" $(gpu_homes) >"$d.build.log" 2>&1 &&
+	    [ -x "$d/bin/kbench" ]
+}
+# gpu_homes: make's NCCL_HOME and CUDNN_HOME where the device has the
+# headers in /usr (its NCCL and cuDNN are system packages)
+gpu_homes() {
+	[ -f /usr/include/nccl.h ] && printf 'NCCL_HOME=/usr '
+	[ -f /usr/include/cudnn.h ] && printf 'CUDNN_HOME=/usr '
+	return 0
 }

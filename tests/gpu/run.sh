@@ -37,6 +37,7 @@ mkdir -p "$OUT"
 M=$(mktemp -d "${TMPDIR:-/tmp}/gpurun.XXXXXX")
 trap 'rm -rf "$M"' EXIT
 PATH=$PWD/bin:$PATH
+. tests/gpu/ab.sh
 ALL="build check oom bench sumbench cpbench flash hopper versus masks matrix million"
 nfail=0
 
@@ -56,10 +57,8 @@ masks() {
 }
 
 sec_build() {
-	set -- -j16 all
-	[ -f /usr/include/nccl.h ] && set -- "$@" NCCL_HOME=/usr
-	[ -f /usr/include/cudnn.h ] && set -- "$@" CUDNN_HOME=/usr
-	if make "$@" >"$OUT/build.log" 2>&1; then
+	# shellcheck disable=SC2046
+	if make -j16 all $(gpu_homes) >"$OUT/build.log" 2>&1; then
 		say "build ok ($(make -s config 2>/dev/null | tail -n 1))"
 	else
 		tail -n 20 "$OUT/build.log"

@@ -51,10 +51,13 @@ check balanced-slurm-columns awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$
 # ring_p2p every K/V shard around the ring
 sr "$TOP/bin/cpbench" $args -s balanced,ring_p2p -p fwd sliding_window_causal.amask >win.tsv 2>win.err
 rc=$?
-bytes=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { printf "%s=%s ", $2, $c["sent_bytes"] }' win.tsv)
-if [ $rc -eq 0 ] && awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-    { b[$2] = $c["sent_bytes"] } END { exit !(b["balanced"] > 0 && b["balanced"] * 4 <= b["ring_p2p"]) }' win.tsv; then
+# "balanced-bytes ring_p2p-bytes", 0 where a row is missing
+# shellcheck disable=SC2046
+set -- $(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { b[$2] = $c["sent_bytes"] }
+    END { print ("balanced" in b) ? b["balanced"] : 0, ("ring_p2p" in b) ? b["ring_p2p"] : 0 }' win.tsv)
+bytes="balanced=${1:-0} ring_p2p=${2:-0}"
+if [ $rc -eq 0 ] && [ "${1:-0}" -gt 0 ] && [ $((${1:-0} * 4)) -le "${2:-0}" ]; then
 	pass balanced-slurm-window-bytes
 else
 	fail balanced-slurm-window-bytes "exit $rc, sent_bytes $bytes: $(grep -v '^cpbench: rank' win.err | head -c 600)"
