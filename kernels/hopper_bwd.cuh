@@ -997,7 +997,7 @@ static void fini(void *st)
 /* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of asc
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
- * one-head mask whatever its rows' length), seg, seg128, seg256,
+ * one-head mask whatever its rows' length), noph (head_items never), seg, seg128, seg256,
  * noseg, whole (hb_seg), half and nohalf (entinfo), nopad and pad (init),
  * memset (run_t: dQ's workspace zeroed by a memset, not by prep), qm and
  * noqm (hb_qm), fuse and fuse2 (fuse_targets). */
@@ -1197,7 +1197,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	int one = 1;                /* every row one run to the last q-tile */
 	double s1 = 0, s2 = 0;      /* sums of row lengths and their squares */
 
-	if (f->mheads != 1 || group < 2 || p->nrows != n)
+	if (f->mheads != 1 || group < 2 || p->nrows != n || hb_env("noph"))
 		return 0;
 	for (int kt = 0; kt < n; kt++) {
 		const int e0 = p->row[kt], e1 = p->row[kt + 1];
