@@ -1119,11 +1119,15 @@ static int hb_seg(const struct state *f, const struct plan *p)
 
 /* Other one-head masks (documents, windows, one-head block masks): where
  * the rows a tile is in average PHW q-tiles or more (sum of len^2 over
- * sum of len).  H100, round 10, against walk_items: --long documents at
- * 32K (188 causal, 281 full) +3 %, one-head block_sparse_uniform (384)
- * +4 %; pile documents (35, 53) -8 and -14 %, 1K documents (11, 16)
- * -25 %, the window (18) -12 %; full and causal 8K's one run (128, 86)
- * -2 and -3 % (that rule is the one above). */
+ * sum of len), and rows of PHW or more hold half of the tiles.  H100,
+ * round 10, against walk_items: --long documents at 32K (188 causal, 281
+ * full) +3 %, one-head block_sparse_uniform (384) +4 %; pile documents
+ * (35, 53) -8 and -14 %, 1K documents (11, 16) -25 %, the window (18)
+ * -12 %; full and causal 8K's one run (128, 86) -2 and -3 % (that rule is
+ * the one above).  share_question at 32K (233, but 43 % of its tiles in
+ * long rows: the first document's keys, which every later one sees) ran
+ * 266 TFLOP/s so and 327 on walk_items (H100, 2026-11-26, fifth session):
+ * the short rows pay a K/V load, a prologue and a slot add a q-head. */
 enum { PHW = 160 };
 
 /* hb_start's q-major walks, listed in k-tile order (stretches of 128):
@@ -1196,6 +1200,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	int ni = 0, lmax = 0, lmin = INT_MAX, m = 0;
 	int one = 1;                /* every row one run to the last q-tile */
 	double s1 = 0, s2 = 0;      /* sums of row lengths and their squares */
+	double sl = 0;              /* of the lengths of rows of PHW or more */
 
 	if (f->mheads != 1 || group < 2 || p->nrows != n || hb_env("noph"))
 		return 0;
@@ -1211,11 +1216,13 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		lmin = len < lmin ? len : lmin;
 		s1 += len;
 		s2 += (double)len * len;
+		sl += len >= PHW ? len : 0;
 		ni++;
 	}
 	if ((int64_t)ni * group > 65535)
 		return 0;
-	if (one ? lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1") : s2 < PHW * s1 && !hb_env("phall"))
+	if (one ? lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1") :
+	    (s2 < PHW * s1 || 2 * sl < s1) && !hb_env("phall"))
 		return 0;
 	item = (int4 *)malloc((size_t)ni * group * sizeof *item);
 	slotkt = (int32_t *)malloc((size_t)n * sizeof *slotkt);
