@@ -813,24 +813,30 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * HD 64: its own 64 keys, every column (the two halves add in the
 		 * workspace). */
 		float dq[32];
+#pragma unroll
+		for (int i = 0; i < 32; i++)
+			dq[i] = 0;
+		reg_fence(dq);
 		if constexpr (HD == 128 && HALF) {
-			/* the first live half, then the second where both are (the
-			 * first product overwrites dq) */
-			const uint32_t h = live == 2 ? 4 * 2048 : 0;
-			wg_fence();
-#pragma unroll
-			for (int kk = 0; kk < 4; kk++)
-				ss64<1, 1>(tag, dq, desc(sS + h + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + h + kk * 2048, 0), kk);
+			/* the live halves: both, or the one at h, each a group of
+			 * its own from fence to commit (a branch inside one group
+			 * made ptxas fence it again twice: C7519) */
 			if (live == 3) {
+				wg_fence();
 #pragma unroll
-				for (int kk = 4; kk < 8; kk++)
+				for (int kk = 0; kk < BK / 16; kk++)
 					ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+				wg_commit();
+			} else {
+				const uint32_t h = live == 2 ? 4 * 2048 : 0;
+				wg_fence();
+#pragma unroll
+				for (int kk = 0; kk < 4; kk++)
+					ss64<1, 1>(tag, dq, desc(sS + h + kk * 2048, 0),
+					    desc(s0 + M::K + wg * KBOX + h + kk * 2048, 0), 1);
+				wg_commit();
 			}
 		} else {
-#pragma unroll
-			for (int i = 0; i < 32; i++)
-				dq[i] = 0;
-			reg_fence(dq);
 			wg_fence();
 			if constexpr (HD == 128) {
 #pragma unroll
@@ -842,8 +848,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					ss64<1, 1>(tag, dq, desc(sS + (wg * 4 + kk) * 2048, 0),
 					    desc(s0 + M::K + (wg * 4 + kk) * 2048, 0), 1);
 			}
+			wg_commit();
 		}
-		wg_commit();
 		if (!HALF || live >> wg & 1) {
 			/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major)
 			 * after dQ, so that it runs while dQ is staged and on under
