@@ -1003,8 +1003,8 @@ static void fini(void *st)
 /* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of asc
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
- * one-head mask whatever its rows' length), noph (head_items never), seg, seg128, seg256,
- * noseg, whole (hb_seg), half and nohalf (entinfo), nopad and pad (init),
+ * one-head mask whatever its rows' length), noph (head_items never), seg,
+ * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad and pad (init),
  * memset (run_t: dQ's workspace zeroed by a memset, not by prep), qm and
  * noqm (hb_qm), fuse and fuse2 (fuse_targets). */
 static int hb_env(const char *w)
@@ -1132,8 +1132,9 @@ static int hb_seg(const struct state *f, const struct plan *p)
  * -12 %; full and causal 8K's one run (128, 86) -2 and -3 % (that rule is
  * the one above).  share_question at 32K (233, but 43 % of its tiles in
  * long rows: the first document's keys, which every later one sees) ran
- * 266 TFLOP/s so and 327 on walk_items (H100, 2026-11-26, fifth session):
- * the short rows pay a K/V load, a prologue and a slot add a q-head. */
+ * at 266 TFLOP/s here and at 327 on walk_items (H100, 2026-11-26, fifth
+ * session): its short rows paid a K/V load, a prologue and a slot add a
+ * q-head. */
 enum { PHW = 160 };
 
 /* hb_start's q-major walks, listed in k-tile order (stretches of 128):
