@@ -318,20 +318,16 @@ static __device__ __forceinline__ void kill_scores(float *s, const uint32_t *ok)
 					s[4 * j + 2 * rr + x] = -INFINITY;
 }
 
-/* Partial tiles and the ragged last k-tile: the scores some cut allows
- * of keys below sk, two bits a column pair of rows qr[0] and qr[1]
- * (kill_scores makes the others -inf; rows past sq are never stored);
- * false where the tile is whole.  Called before S is waited for, so that
- * the cut's loads and tests run under the GEMMs (after the wait, a
- * kernel with every tile partial ran 23 % under the full mask: H100,
- * bench/NOTES.md, "hopper, round 14"). */
+/* Partial tiles and the ragged last k-tile: scores no cut allows, or of
+ * keys past sk, become -inf.  Rows past sq are never stored. */
 template <int KT = BK>
-static __device__ __forceinline__ bool tile_ok(uint32_t *ok, const args &a, const walk &w, const int *qr, int kq,
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
     int q0)
 {
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
-		return false;
+		return;
+	uint32_t ok[2];
 	if (w.E.ncut > MANY) {
 		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
 #pragma unroll
@@ -346,7 +342,7 @@ static __device__ __forceinline__ bool tile_ok(uint32_t *ok, const args &a, cons
 	} else {
 		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
-	return true;
+	kill_scores<KT>(s, ok);
 }
 
 /* fwdp's walk with gathered stages: the plan's tiles are 64 keys, a stage
@@ -402,18 +398,18 @@ static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, cons
 }
 
 template <int KT = BK>
-static __device__ __forceinline__ bool tile_ok(uint32_t *ok, const args &a, const gwalk &g, const int *qr, int kq,
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const gwalk &g, const int *qr, int kq,
     int q0)
 {
 	if (g.A.ncut == 0 && g.ta * 64 + 64 <= a.sk && g.tb >= 0 && g.B.ncut == 0 && g.tb * 64 + 64 <= a.sk)
-		return false;
-	uint32_t ob[2] = { 0, 0 };
+		return;
+	uint32_t ok[2], ob[2] = { 0, 0 };
 	half_ok(ok, a, g.A, g.ea, g.ta, qr, kq, q0);
 	if (g.tb >= 0)
 		half_ok(ob, a, g.B, g.eb, g.tb, qr, kq, q0);
 	ok[0] |= ob[0] << 16;
 	ok[1] |= ob[1] << 16;
-	return true;
+	kill_scores<BK>(s, ok);
 }
 
 /* q-tile t of qt rows: its first real row and how many real rows it has
@@ -692,14 +688,11 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		qk<T, HD>(s, sQw, sK);
 		wg_commit();
 		pp_arrive(cw);
-		uint32_t ok[2];
-		const bool mk = tile_ok(ok, a, w, qr, kq, q0);
 		wg_wait<0>();
 		pin<64>(s);
 		if (lane == 0 && (CL == 1 || 0 < nrel))
 			release<CL>(bEK, peer);
-		if (mk)
-			kill_scores<BK>(s, ok);
+		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		to_p<T>(p, s);
@@ -720,14 +713,11 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pv<T, HD>(o, p, sV + pst * C::KB);
 		wg_commit();
 		pp_arrive(cw);
-		uint32_t ok[2];
-		const bool mk = tile_ok(ok, a, w, qr, kq, q0);
 		wg_wait<1>();
 		pin<64>(s);
 		if (lane == 0 && (CL == 1 || it < nrel))
 			release<CL>(bEK + 8 * st, peer);
-		if (mk)
-			kill_scores<BK>(s, ok);
+		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		wg_wait<0>();
@@ -934,14 +924,11 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	qk<T, HD, KT>(s, sQ + cw * 64 * 128, sK);
 	wg_commit();
 	pp_arrive(cw);
-	uint32_t ok[2];
-	bool mk = tile_ok<KT>(ok, a, w, qr, kq, I.y * QT);
 	wg_wait<0>();
 	pin<KT / 2>(s);
 	if (lane == 0)
 		bar_arrive(bEK);
-	if (mk)
-		kill_scores<KT>(s, ok);
+	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
 	softmax<KT>(s, m, l, alpha, a.sl);
 	to_p<T, KT>(p, s);
 	it = 1;
@@ -987,13 +974,11 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		pv<T, HD, KT>(o, p, sV + pst * C::KB);
 		wg_commit();
 		pp_arrive(cw);
-		mk = tile_ok<KT>(ok, a, w, qr, kq, I.y * QT);
 		wg_wait<1>();
 		pin<KT / 2>(s);
 		if (lane == 0)
 			bar_arrive(bEK + 8 * st);
-		if (mk)
-			kill_scores<KT>(s, ok);
+		mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
 		if (nb) {
 			pm[0] = m[0];
 			pm[1] = m[1];
