@@ -804,10 +804,27 @@ template <int HD, int KT> struct pcfg {
 		QB = BQ * HD * 2,
 		KB = KT * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
-		/* the barriers, then per Q buffer its item's index */
-		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 4 * NQ + 1024,
+		/* the barriers, then per Q buffer its item (IB bytes, 16-byte
+		 * aligned) */
+		IB = 32,
+		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 16 + IB * NQ + 1024,
 	};
 };
+
+/* fwdp's item in a Q buffer's slot at si, as the producer left it: its
+ * index (returned, -1 for none: I and e then stay), the item and its plan
+ * row's entries [e.x, e.y). */
+static __device__ __forceinline__ int item_of(uint32_t si, int4 &I, int2 &e)
+{
+	int i;
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(si) : "memory");
+	if (i < 0)
+		return i;
+	asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(e.x), "=r"(e.y) : "r"(si + 8) : "memory");
+	asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(I.x), "=r"(I.y), "=r"(I.z), "=r"(I.w)
+	    : "r"(si + 16) : "memory");
+	return i;
+}
 
 template <typename T, int HD, int PR, int KT, int G>
 __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMap tq,
@@ -824,7 +841,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	/* mbarriers: Q full x NQ, Q empty x NQ, then per stage K full, V full,
 	 * K empty, V empty */
 	const uint32_t bQ = base + C::BAR, bQE = bQ + 8 * C::NQ, bK = bQE + 8 * C::NQ, bV = bK + 8 * S,
-	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = bEV + 8 * S;
+	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = (bEV + 8 * S + 15) & ~15u;
 	const int tid = threadIdx.x, wg = tid >> 7;
 
 	if (tid == 0) {
@@ -848,20 +865,28 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			return;
 		/* Each CTA takes items until the counter passes nitem: a launch
 		 * takes nitem + gridDim.x values from it (the host's base). The
-		 * item's index goes with its Q buffer (-1: no more), published by
-		 * the arrive on the buffer's full barrier. */
+		 * item goes with its Q buffer (index, -1: no more; its plan row's
+		 * first and last entry; the item), published by the arrive on the
+		 * buffer's full barrier, so that the consumers meet the next item
+		 * in shared memory, not at the end of three dependent loads from
+		 * L2 (item, row, entry). */
 		int it = 0;
 		for (int k = 0;; k++) {
 			const int qb = k % C::NQ;
 			bar_wait(bQE + 8 * qb, ((k / C::NQ) & 1) ^ 1);
 			const unsigned n = atomicAdd(a.next, 1u) - a.base;
 			const int i = n < (unsigned)a.nitem ? (int)n : -1;
-			asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 4 * qb), "r"(i) : "memory");
+			const uint32_t si = sI + C::IB * qb;
+			asm volatile("st.shared.u32 [%0], %1;" :: "r"(si), "r"(i) : "memory");
 			if (i < 0) {
 				bar_arrive(bQ + 8 * qb);
 				break;
 			}
 			const int4 I = a.item[i];
+			const int e0 = a.row[I.w], e1 = a.row[I.w + 1];
+			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(si + 8), "r"(e0), "r"(e1) : "memory");
+			asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(si + 16), "r"(I.x), "r"(I.y), "r"(I.z),
+			    "r"(I.w) : "memory");
 			const int hk = I.x / a.group, q0 = real_rows(a, I.y, QT).x;
 			bar_expect(bQ + 8 * qb, C::QB);
 #pragma unroll
@@ -870,7 +895,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				for (int x = 0; x < 1 + PR; x++)
 					tma4(sQ + qb * C::QB + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.x + x, q0,
 					    I.z, bQ + 8 * qb);
-			for (W w(a.ent, a.row[I.w], a.row[I.w + 1]); w.more(); w.next(), it++) {
+			for (W w(a.ent, e0, e1); w.more(); w.next(), it++) {
 				const int st = it % S;
 				const int2 kp = key0<KT>(w, a.ktile);
 				const uint32_t ph = (it / S) & 1;
@@ -902,15 +927,16 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		o[i] = 0;
 
 	int i, k = 0, kb = 0;      /* kb = k % NQ */
+	int4 I;
+	int2 ee;
 	bar_wait(bQ, 0);
-	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI) : "memory");
-	if (i < 0)
+	if ((i = item_of(sI, I, ee)) < 0)
 		return;
-	int4 I = a.item[i], P = I;
+	int4 P = I;
 	int qr[2];
 	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
-	W w(a.ent, a.row[I.w], a.row[I.w + 1]);
+	W w(a.ent, ee.x, ee.y);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
 	uint32_t pph = 0;
 	bool nb = false;
@@ -940,17 +966,15 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			k++;
 			kb = kb + 1 == C::NQ ? 0 : kb + 1;
 			bar_wait(bQ + 8 * kb, (k / C::NQ) & 1);
-			asm volatile("ld.shared.u32 %0, [%1];" : "=r"(i) : "r"(sI + 4 * kb) : "memory");
-			if (i < 0) {
+			P = I;
+			if ((i = item_of(sI + C::IB * kb, I, ee)) < 0) {
 				k--;
 				kb = kb == 0 ? C::NQ - 1 : kb - 1;
 				break;
 			}
-			P = I;
-			I = a.item[i];
 			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
-			w = W(a.ent, a.row[I.w], a.row[I.w + 1]);
+			w = W(a.ent, ee.x, ee.y);
 			nb = true;
 		}
 		/* the store of the item before has read its Q buffer: give it back
