@@ -865,8 +865,8 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			return;
 		/* Each CTA takes items until the counter passes nitem: a launch
 		 * takes nitem + gridDim.x values from it (the host's base). The
-		 * item goes with its Q buffer (index, -1: no more; its plan row's
-		 * first and last entry; the item), published by the arrive on the
+		 * item goes with its Q buffer (index, -1: no more; the bounds of
+		 * its plan row's entries; the item), published by the arrive on the
 		 * buffer's full barrier, so that the consumers meet the next item
 		 * in shared memory, not at the end of three dependent loads from
 		 * L2 (item, row, entry). */
