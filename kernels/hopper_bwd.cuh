@@ -1004,9 +1004,9 @@ static void fini(void *st)
  * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), noph (head_items never), seg,
- * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad and pad (init),
- * memset (run_t: dQ's workspace zeroed by a memset, not by prep), qm and
- * noqm (hb_qm), fuse and fuse2 (fuse_targets). */
+ * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad
+ * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
+ * prep), qm and noqm (hb_qm), fuse and fuse2 (fuse_targets). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1143,8 +1143,9 @@ enum { PHW = 160 };
  * plan as init pads it, at 32K: causal documents 0.80, buckets 0.88,
  * prefix-LM documents 0.36-0.57, whose prefix keys' rows share start and
  * end (+3 % at 32K on the H100, 2026-11-26, fifth session); full
- * documents 0, the other patterns under 0.1).  Not causal, full or causal_blockwise, whose rows all run to
- * the end (their order is tuned, round 9; causal_blockwise lost 3 %), nor
+ * documents 0, the other patterns under 0.1).  Not causal, full or
+ * causal_blockwise, whose rows all run to the end (their order is tuned,
+ * round 9; causal_blockwise lost 3 %), nor
  * full documents, whose k-tiles walk the same rows and so already go in
  * step (1K documents -1 % on the H100, -4 % on the H200).  The k-tiles of
  * a causal document then run side by side, in step down its q-tiles, and
@@ -1375,17 +1376,15 @@ template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
 	cudaError_t e = cudaSuccess;
+	void *fn[9];
 
-	for (int x = 0; x < 4 && e == cudaSuccess; x++) {
-		e = cudaFuncSetAttribute(bwd_fn<T, HD, false, false>(x), cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    lay_smem<HD>::TOTAL);
-		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd_fn<T, HD, false, true>(x), cudaFuncAttributeMaxDynamicSharedMemorySize,
-			    lay_smem<HD>::TOTAL);
+	for (int x = 0; x < 4; x++) {
+		fn[x] = bwd_fn<T, HD, false, false>(x);
+		fn[4 + x] = bwd_fn<T, HD, false, true>(x);
 	}
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(bwd_fn<T, HD, true, false>(0), cudaFuncAttributeMaxDynamicSharedMemorySize,
-		    lay_smem<HD>::TOTAL);
+	fn[8] = bwd_fn<T, HD, true, false>(0);
+	for (int i = 0; i < 9 && e == cudaSuccess; i++)
+		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
 	return e;
 }
 

@@ -1,6 +1,7 @@
 # The GPU scripts' shared helpers (sourced): gpu_homes, and the A/B modes
-# of tests/gpu/cpbench.sh and tests/gpu/kern.sh, where a variant is NAME=ENV, ENV the VAR=value pairs joined by commas, or
-# nothing for the build's default; a piece without = belongs to the value
+# of tests/gpu/cpbench.sh and tests/gpu/kern.sh, where a variant is
+# NAME=ENV, ENV the VAR=value pairs joined by commas, or nothing for the
+# build's default; a piece without = belongs to the value
 # before it (LONGATTN_HOPPER_BWD=qm,seg128 is one pair).  In kern.sh ab,
 # NAME=@REV runs another build instead: REV a commit (ab_build makes
 # build/rev-REV from git archive) or a source tree (its own make), so
