@@ -187,18 +187,20 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
  * adds count down. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
-    int64_t nrows, int sq, int sqp, int hq, const int2 *qtile, float *dqa,
+    int sq, int sqp, int hq, const int2 *qtile, float *dqa,
     T *dq, const int32_t *tgt, int mgroup, int *cnt)
 {
 	constexpr int PER = HD / 32;
-	const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	/* a warp a row, batch in grid.y: the row's (q, h) by one 32-bit
+	 * division (64-bit ones made this pass issue-bound: ncu, round 9,
+	 * 81 % issue busy at 58 % of DRAM) */
+	const int rb = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
 	const int lane = threadIdx.x & 31;
-	if (row >= nrows)
+	if (rb >= sqp * hq)
 		return;
-	const int h = (int)(row % hq);
-	const int64_t bq = row / hq;
-	const int q = (int)(bq % sqp);
-	const int64_t b = bq / sqp;
+	const int q = rb / hq;
+	const int h = rb - q * hq;
+	const int64_t b = blockIdx.y;
 	int r = q < sq ? q : -1;
 	if (qtile != NULL) {
 		const int2 t = qtile[q / BQ];
@@ -207,20 +209,29 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 	float sum = 0;
 	if (r >= 0) {
 		const int64_t src = ((b * sq + r) * hq + h) * HD + lane * PER;
+		/* one load of O and one of dO a lane, one store of dQ's zeros */
+		uint32_t x[PER / 2], y[PER / 2];
+		if constexpr (PER == 4) {
+			const uint2 u = *(const uint2 *)(o + src), v = *(const uint2 *)(dout + src);
+			x[0] = u.x; x[1] = u.y; y[0] = v.x; y[1] = v.y;
+		} else {
+			x[0] = *(const uint32_t *)(o + src);
+			y[0] = *(const uint32_t *)(dout + src);
+		}
 #pragma unroll
-		for (int i = 0; i < PER; i += 2) {
-			float2 x = dt<T>::unpack(*(const uint32_t *)(o + src + i));
-			float2 y = dt<T>::unpack(*(const uint32_t *)(dout + src + i));
-			sum += x.x * y.x + x.y * y.y;
+		for (int i = 0; i < PER / 2; i++) {
+			const float2 a = dt<T>::unpack(x[i]), c = dt<T>::unpack(y[i]);
+			sum += a.x * c.x + a.y * c.y;
+		}
+		if (dqa != NULL) {
+			if constexpr (PER == 4)
+				*(float4 *)(dqa + src) = make_float4(0.f, 0.f, 0.f, 0.f);
+			else
+				*(float2 *)(dqa + src) = make_float2(0.f, 0.f);
 		}
 #pragma unroll
 		for (int off = 16; off > 0; off >>= 1)
 			sum += __shfl_xor_sync(0xffffffffu, sum, off);
-		if (dqa != NULL) {
-#pragma unroll
-			for (int i = 0; i < PER; i += 2)
-				*(float2 *)(dqa + src + i) = make_float2(0.f, 0.f);
-		}
 		if (dq != NULL && tgt[(h / mgroup) * (sqp / BQ) + q / BQ] == 0) {
 #pragma unroll
 			for (int i = 0; i < PER; i += 2)
@@ -1488,8 +1499,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
-	prep<T, HD><<<(unsigned)((npad + 7) / 8), 256, 0, st>>>((const T *)io->o, (const T *)io->dout,
-	    io->lse, f->D, f->L, npad, (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
+	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + 7) / 8), s->batch), 256, 0, st>>>(
+	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (int)s->sq, f->sqp, s->hq,
+	    f->qtile, pz ? f->dqa : NULL,
 	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->sem);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
