@@ -276,9 +276,10 @@ struct args {
 	const int2 *qtile, *ktile;
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
-	/* fuse (the converting threads' float4 loads in flight, or 0): the
-	 * CTA whose add completes a dQ tile converts it into dq (no dq_out
-	 * pass); per (b, hq, q-tile) the adds still to come (prep sets them) */
+	/* fuse (1: the converted workspace lines discarded from L2; 2:
+	 * written as zeros, so that prep need not zero them; 0: off): the CTA
+	 * whose count completes a dQ tile converts it into dq (no dq_out
+	 * pass); per (b, hq, q-tile) the CTAs still to add (prep sets them) */
 	int fuse;
 	int *cnt;
 	void *dq;
@@ -356,7 +357,7 @@ template <int HD> struct lay_smem {
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
 		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
-		CV = BAR + 64,          /* fuse: NCVS (q-head, q-tile) slots for the converting warps */
+		CV = BAR + 64,          /* fuse: how many tiles the CTA converts (listed in DQ) */
 		TOTAL = CV + 32 + 1024      /* + alignment of the base to 1024 */
 	};
 };
@@ -371,10 +372,8 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
  * and the 128 threads of consumer w). */
 enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
 
-/* fuse: CVF + s, slot s of NCVS holds a tile to convert; CVE + s, slot s
- * is free again (the reducing warp and the producer's last two warps).
- * Four slots: a k-tile's row can complete several tiles in a burst. */
-enum { NCVS = 4, CVF = 6, CVE = CVF + NCVS, NCV = 96 };
+/* fuse: FIN, the reducing warp has listed the tiles the consumers convert. */
+enum { FIN = 6 };
 
 static __device__ __forceinline__ void nbar_sync(int id, int n)
 {
@@ -432,85 +431,95 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
-/* fuse: (q-head h, q-tile t) into slot ns % NCVS once the converting
- * warps have freed it; h = -1 ends them. */
-static __device__ __forceinline__ void fuse_hand(uint32_t cv, int ns, int h, int t)
+/* fuse, the reducing warp once every add of its CTA is complete (lane 0
+ * waited for them): each (q-head, q-tile) of the walk counted down once,
+ * by the 32 lanes 32 at a time, between one release fence and one
+ * acquire; the tiles whose count reaches zero (every CTA's adds in) are
+ * listed at list, their number at nslot.  Round 13's fuse paid a fence
+ * and a dependent atomic an item and lost 7-43 %; here they come once a
+ * CTA.  The list holds item.z entries (init keeps walks under FUSEMAX). */
+template <bool QM, class A> static __device__ __forceinline__ void fin_count(const A &a, int4 item, int hk, int kt,
+    int b, uint32_t list, uint32_t nslot)
 {
-	const int s = ns % NCVS;
+	const int lane = threadIdx.x & 31;
+	int *cnt = a.cnt + (int64_t)b * a.hq * a.nqt;
+	bwalk w = {0, 0, 0, 0};
+	int left = item.z, n = 0;
+	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 
-	nbar_sync(CVE + s, NCV);
-	if ((threadIdx.x & 31) == 0)
-		asm volatile("st.shared.v2.s32 [%0], {%1, %2};" :: "r"(cv + 8 * s), "r"(h), "r"(t) : "memory");
-	nbar_arrive(CVF + s, NCV);
-}
-
-/* fuse, the reducing warp's count, a step behind the adds so that it
- * never waits on them.  Tiles are i = q-head * nqt + q-tile.  c was
- * counted an item ago (the count before it in lane 0's old, read only
- * now); p's adds were issued an item ago.  The count that takes a tile's
- * count (set to its target by prep) to zero hands it to the converting
- * warps, after an acquire of the other CTAs' adds; then p's adds, once
- * complete (wait_group N: the groups issued after them), are released
- * (their proxy fenced first, as in sem_post) by counting them.  Returns
- * the slots used. */
-struct fuse_cnt {
-	int i, old;
-};
-
-template <int N, class A> static __device__ __forceinline__ int fuse_step(const A &a, uint32_t cv, int b,
-    fuse_cnt &c, int p, int ns)
-{
-	if (c.i >= 0 && __shfl_sync(0xffffffffu, c.old, 0) == 1) {
-		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-		fuse_hand(cv, ns++, c.i / a.nqt, c.i % a.nqt);
-	}
-	c.i = p;
-	if (p >= 0 && (threadIdx.x & 31) == 0) {
-		asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+	if (lane == 0)
 		asm volatile("fence.proxy.async.global;" ::: "memory");
-		asm volatile("atom.release.gpu.global.add.s32 %0, [%1], -1;"
-		    : "=r"(c.old) : "l"(a.cnt + (int64_t)b * a.hq * a.nqt + p) : "memory");
+	__syncwarp();
+	asm volatile("fence.acq_rel.gpu;" ::: "memory");
+	while (more) {
+		int mine = -1, old = 0;
+		for (int j = 0; j < 32 && more; j++) {
+			if (j == lane)
+				mine = (hk * a.group + w.gi) * a.nqt + w.t;
+			more = --left > 0 && hb_next<QM>(w, a, hk, kt);
+		}
+		if (mine >= 0)
+			asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(cnt + mine) : "memory");
+		const unsigned done = __ballot_sync(0xffffffffu, old == 1);
+		if (old == 1)
+			sts32(list + 4 * (n + __popc(done & ((1u << lane) - 1))), (uint32_t)mine);
+		n += __popc(done);
 	}
-	return ns;
+	if (n > 0)
+		asm volatile("fence.acq_rel.gpu;" ::: "memory");
+	if (lane == 0)
+		sts32(nslot, (uint32_t)n);
 }
 
-/* fuse, the producer's last two warps: each handed tile's real rows of
- * the fp32 workspace, scaled, into dq, until a q-head of -1.  The lines
- * were just added to, so they come from L2 (ld.global.cg: not from a
- * stale L1).  U float4 loads a thread in flight: the 32 KB tile crosses
- * from L2 at that depth (4 beat 2 by 2-10 %, though 4 spill some of this
- * warp's 24 registers). */
-template <typename T, int HD, int U, class A> static __device__ __forceinline__ void fuse_convert(const A &a, uint32_t cv, int b)
+/* fuse, the consumers after their dK/dV: the listed tiles' real rows of
+ * the fp32 workspace, scaled, into dq, a warp a tile, U float4 loads a
+ * lane in flight (ld.global.cg: the lines were just added to in L2, and
+ * L1 may hold none of them).  Then the lines are discarded from L2
+ * (fuse 1: prep zeroes them again, so they need never reach DRAM), or
+ * zeroed (fuse 2: the workspace stays zero between passes). */
+template <typename T, int HD, class A> static __device__ __forceinline__ void fin_convert(const A &a, int b,
+    uint32_t list, uint32_t nslot)
 {
-	/* U float4 a thread in flight, a row's chunks at constant offsets
-	 * (no address registers); L lanes a row, RS rows a step */
-	constexpr int L = HD / 4 / U, RS = 64 / L;
-	const int id = threadIdx.x - NT - 64;
+	constexpr int C4 = HD / 4, RW = 32 / C4, U = 8;     /* float4 a row, rows a warp-wide load */
+	const int lane = threadIdx.x & 31, c = lane % C4 * 4;
 	const int64_t ld = (int64_t)a.hq * HD;
+	uint32_t n;
 
-#pragma unroll
-	for (int s = 0; s < NCVS; s++)
-		nbar_arrive(CVE + s, NCV);
-	for (int n = 0;; n++) {
-		int h, t;
-		const int s = n % NCVS;
-		nbar_sync(CVF + s, NCV);
-		asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];" : "=r"(h), "=r"(t) : "r"(cv + 8 * s) : "memory");
-		nbar_arrive(CVE + s, NCV);
-		if (h < 0)
-			return;
+	nbar_sync(FIN, NT + 32);
+	asm volatile("ld.shared.b32 %0, [%1];" : "=r"(n) : "r"(nslot) : "memory");
+	if (n == 0)
+		return;
+	asm volatile("fence.acq_rel.gpu;" ::: "memory");
+	for (int i = threadIdx.x >> 5; i < (int)n; i += NT / 32) {
+		uint32_t x;
+		asm volatile("ld.shared.b32 %0, [%1];" : "=r"(x) : "r"(list + 4 * i) : "memory");
+		const int h = (int)x / a.nqt, t = (int)x % a.nqt;
 		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
-		const int64_t off = ((int64_t)b * a.sq + qt.x + id / L) * ld + (int64_t)h * HD + (id % L) * 4;
-		const float *src = a.dqa + off;
-		T *dst = (T *)a.dq + off;
-		for (int r = id / L; r < qt.y; r += RS, src += RS * ld, dst += RS * ld) {
+		const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c;
+		for (int r = lane / C4; r < qt.y; r += U * RW) {
 			float4 v[U];
 #pragma unroll
 			for (int j = 0; j < U; j++)
-				v[j] = __ldcg((const float4 *)(src + j * (HD / U)));
+				if (r + j * RW < qt.y)
+					v[j] = __ldcg((const float4 *)(a.dqa + base + (r + j * RW) * ld));
 #pragma unroll
 			for (int j = 0; j < U; j++)
-				*(uint2 *)(dst + j * (HD / U)) = dq_pack<T>(v[j], a.scale);
+				if (r + j * RW < qt.y) {
+					const int64_t o = base + (r + j * RW) * ld;
+					*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v[j], a.scale);
+					if (a.fuse == 2)
+						*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+				}
+			if (a.fuse == 1) {
+				/* every lane's loads have returned (their values are
+				 * stored): the first lane of each 128-byte line drops it */
+				__syncwarp();
+#pragma unroll
+				for (int j = 0; j < U; j++)
+					if (lane % 8 == 0 && r + j * RW < qt.y)
+						asm volatile("discard.global.L2 [%0], 128;"
+						    :: "l"(a.dqa + base + (r + j * RW) * ld) : "memory");
+			}
 		}
 	}
 }
@@ -594,9 +603,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			uint64_t pol;
 			asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
 #endif
-			const uint32_t cv = s0 + M::CV;
-			int pi = -1, ns = 0;                /* fuse: the item before, slots used */
-			fuse_cnt fc = {-1, 0};
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
 			for (; more; more = --left > 0 && hb_next<QM>(w, a, hk, kt)) {
@@ -633,10 +639,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b)
 							    : "memory");
 #endif
-						/* a group a half, but an item under fuse (it
-						 * waits for an item's adds) */
-						if (!FUSE)
-							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						/* HD 64: both halves add to the same elements */
 						if (DET && HD == 64 && x == 0)
 							asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -648,8 +651,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 						sem_post(sem);
 					} else {
-						if (FUSE)
-							asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 						asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 					}
 				}
@@ -658,24 +659,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_arrive(DQE, NDQ);
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
-				if (FUSE) {
-					/* the item before's adds (this item's may still run) */
-					ns = fuse_step<1>(a, cv, b, fc, pi, ns);
-					pi = h * a.nqt + w.t;
-				}
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 			if (FUSE) {
-				ns = fuse_step<0>(a, cv, b, fc, pi, ns);
-				ns = fuse_step<0>(a, cv, b, fc, -1, ns);
-				fuse_hand(cv, ns, -1, 0);
+				/* the staging boxes are read: the list goes there */
+				__syncwarp();
+				fin_count<QM>(a, item, hk, kt, b, s0 + M::DQ, s0 + M::CV);
+				nbar_arrive(FIN, NT + 32);
 			}
-		} else if (wi >= 2 && FUSE) {
-			if (a.fuse == 2)
-				fuse_convert<T, HD, 2>(a, s0 + M::CV, b);
-			else
-				fuse_convert<T, HD, 4>(a, s0 + M::CV, b);
 		}
 		return;
 	}
@@ -925,6 +917,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
 			}
 		}
+		if (FUSE)
+			fin_convert<T, HD>(a, b, s0 + M::DQ, s0 + M::CV);
 		return;
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
@@ -943,6 +937,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
 		}
 	}
+	if (FUSE)
+		fin_convert<T, HD>(a, b, s0 + M::DQ, s0 + M::CV);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -968,6 +964,8 @@ struct state {
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
+	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
+	int maxz;                  /* the longest walk (items), tiles */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -1017,7 +1015,7 @@ static void fini(void *st)
  * one-head mask whatever its rows' length), noph (head_items never), seg,
  * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
- * prep), qm and noqm (hb_qm), fuse and fuse2 (fuse_targets). */
+ * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1292,6 +1290,8 @@ static int items(struct state *f, const struct plan *p)
 	}
 	if (rc != KERN_OK)
 		return rc;
+	for (int i = 0; i < f->nitems; i++)
+		f->maxz = item[i].z > f->maxz ? item[i].z : f->maxz;
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
 	free(item);
@@ -1299,26 +1299,32 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
-/* LONGATTN_HOPPER_BWD=fuse (fuse2: two loads in flight, not four; not the
- * default: bench/NOTES.md, "hopper bwd, round 13"):
- * the CTA whose adds complete a dQ tile converts it into dq, from L2,
- * with the producer's two idle warps, and there is no dq_out pass, which
- * read the whole fp32 workspace back from DRAM (1 GB at 32K and 64
- * q-heads: 0.55 ms of a 4.3 ms pass on 1K causal documents, H100, after
- * round 12's q-major walks).  Per row of the (untransposed, padded) plan
- * p, the k-tiles that add to its q-tile: every (k-tile, q-tile, q-head)
- * is one CTA's once, whatever the walks' cuts. */
-static int fuse_targets(struct state *f, const struct plan *p, int u)
+/* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
+ * conversion, not zeroed by prep; neither the default yet): the CTA
+ * whose count completes a dQ tile converts it into dq from L2, after its
+ * own dK/dV, and there is no dq_out pass, which read the whole fp32
+ * workspace back from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
+ * causal documents at 32K, whose main kernel took 4.0 ms: H100, ncu,
+ * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
+ * plan p, the k-tiles that add to its q-tile: every (k-tile, q-tile,
+ * q-head) is one CTA's once, whatever the walks' cuts.  Off where a walk
+ * is longer than the list the kernel keeps in DQ's staging boxes. */
+enum { FUSEMAX = 4 * BQ * 128 / 4 };
+static int fuse_targets(struct state *f, const struct plan *p, int mode)
 {
 	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
 	int rc;
 
 	if (tgt == NULL)
 		return KERN_ERR;
+	if (f->maxz > FUSEMAX) {
+		free(tgt);
+		return KERN_OK;
+	}
 	for (int r = 0; r < p->nrows; r++)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
-	f->fuse = u;
+	f->fuse = mode;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
 	free(tgt);
@@ -1453,8 +1459,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = entinfo(f, &pt)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
-	if (rc == KERN_OK && !f->det && (hb_env("fuse") || hb_env("fuse2")))
-		rc = fuse_targets(f, &p, hb_env("fuse2") ? 2 : 4);
+	if (rc == KERN_OK && !f->det && (hb_env("fuse") || hb_env("fusez")))
+		rc = fuse_targets(f, &p, hb_env("fusez") ? 2 : 1);
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1494,8 +1500,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* prep zeroes dQ's rows as it reads O and dO: a memset wrote every
 	 * line once more (H100, 2026-11-26: 1K causal documents +0.6-1.2 %,
 	 * pile and --long documents +0.6-1.5 %, full and causal level) */
-	const bool pz = f->prepzero;
-	if ((!pz && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
+	const bool pz = f->prepzero && f->fuse != 2, dqz = f->dqz;
+	f->dqz = 0;             /* until this pass has left it zero again */
+	if (((!f->prepzero || (f->fuse == 2 && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
@@ -1539,8 +1546,10 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		if ((rc = launched("hopper bwd", "dk/dv")) != KERN_OK)
 			return rc;
 	}
-	if (f->fuse)
+	if (f->fuse) {
+		f->dqz = f->fuse == 2;
 		return KERN_OK;
+	}
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("hopper bwd", "dq");
 }

@@ -168,6 +168,20 @@ check)
 	force "" whole
 	kb "whole fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
 	force "" ""
+	# dQ converted by the CTA whose adds complete a tile (hopper's fuse:
+	# the workspace dropped from L2; fusez: left zero for the next pass,
+	# which kbench's second run of a row checks), on q-major, split and
+	# padded walks and a batch of 2
+	force "" fuse
+	kb "fuse bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
+	    $M/causal_document.4096.amask $M/hash_sparse.4096.amask $M/share_question.4096.amask
+	force "" fusez,pad
+	kb "fusez fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
+	    $M/causal.4096.amask $M/causal_document.4096.amask
+	force "" fusez,qm
+	kb "fusez q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
+	    $M/hash_sparse.1000.amask $M/prefix_lm_document.3001.amask
+	force "" ""
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
 	# tiles have such a half), per-head CTAs and split walks included
