@@ -357,7 +357,7 @@ template <int HD> struct lay_smem {
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
 		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
-		CV = BAR + 64,          /* fuse: how many tiles the CTA converts (listed in DQ) */
+		CV = BAR + 64,          /* fuse: how many tiles the CTA converts (listed in DQ), an mbarrier */
 		TOTAL = CV + 32 + 1024      /* + alignment of the base to 1024 */
 	};
 };
@@ -471,17 +471,23 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_count(con
 		sts32(nslot, (uint32_t)n);
 }
 
-/* fuse, the consumers after their dK/dV: the listed tiles' real rows of
- * the fp32 workspace, scaled, into dq, a warp a tile, U float4 loads a
- * lane in flight (ld.global.cg: the lines were just added to in L2, and
- * L1 may hold none of them).  Then the lines are discarded from L2
- * (fuse 1: prep zeroes them again, so they need never reach DRAM), or
- * zeroed (fuse 2: the workspace stays zero between passes). */
-template <typename T, int HD, class A> static __device__ __forceinline__ void fin_convert(const A &a, int b,
-    uint32_t list, uint32_t nslot)
+/* fuse, the consumers after their dK/dV: the listed tiles of the fp32
+ * workspace into shared memory by TMA, BATCH at a time (everything below
+ * DQ, where the list is, is free by now), then their real rows, scaled,
+ * into dq.  A first version loaded the tiles with ld.global from the
+ * 256 threads: with one CTA an SM nothing else ran while the loads
+ * waited, and the pass lost 3-8 % (H100, 4569510).  Then the lines are
+ * discarded from L2 (fuse 1: prep zeroes them again, so they need never
+ * reach DRAM), or zeroed (fuse 2: the workspace stays zero between
+ * passes).  bar: an mbarrier of its own in CV. */
+template <typename T, int HD, class A> static __device__ __forceinline__ void fin_convert(const A &a,
+    const CUtensorMap *tdq, int b, uint32_t s0, const unsigned char *sm, uint32_t list, uint32_t nslot,
+    uint32_t bar)
 {
-	constexpr int C4 = HD / 4, RW = 32 / C4, U = 8;     /* float4 a row, rows a warp-wide load */
-	const int lane = threadIdx.x & 31, c = lane % C4 * 4;
+	constexpr int NB = HD / 32;                     /* fp32 boxes of 32 columns a tile */
+	constexpr uint32_t TB = NB * BQ * 128;          /* a tile's bytes */
+	constexpr int BATCH = lay_smem<HD>::DQ / TB;
+	const int tid = threadIdx.x;
 	const int64_t ld = (int64_t)a.hq * HD;
 	uint32_t n;
 
@@ -489,38 +495,50 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 	asm volatile("ld.shared.b32 %0, [%1];" : "=r"(n) : "r"(nslot) : "memory");
 	if (n == 0)
 		return;
-	asm volatile("fence.acq_rel.gpu;" ::: "memory");
-	for (int i = threadIdx.x >> 5; i < (int)n; i += NT / 32) {
-		uint32_t x;
-		asm volatile("ld.shared.b32 %0, [%1];" : "=r"(x) : "r"(list + 4 * i) : "memory");
-		const int h = (int)x / a.nqt, t = (int)x % a.nqt;
-		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
-		const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c;
-		for (int r = lane / C4; r < qt.y; r += U * RW) {
-			float4 v[U];
+	if (tid == 0) {
+		bar_init(bar, 1);
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	nbar_sync(1, NT);
+	for (int i0 = 0, ph = 0; i0 < (int)n; i0 += BATCH, ph ^= 1) {
+		const int nb = min(BATCH, (int)n - i0);
+		if (tid == 0) {
+			/* the other CTAs' adds (acquired by the count), then this
+			 * CTA's generic accesses of the buffers, before TMA's */
+			asm volatile("fence.proxy.async.global;" ::: "memory");
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			bar_expect(bar, nb * TB);
+			for (int i = 0; i < nb; i++) {
+				uint32_t x;
+				asm volatile("ld.shared.b32 %0, [%1];" : "=r"(x) : "r"(list + 4 * (i0 + i)) : "memory");
+				const int h = (int)x / a.nqt, t = (int)x % a.nqt;
 #pragma unroll
-			for (int j = 0; j < U; j++)
-				if (r + j * RW < qt.y)
-					v[j] = __ldcg((const float4 *)(a.dqa + base + (r + j * RW) * ld));
-#pragma unroll
-			for (int j = 0; j < U; j++)
-				if (r + j * RW < qt.y) {
-					const int64_t o = base + (r + j * RW) * ld;
-					*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v[j], a.scale);
-					if (a.fuse == 2)
-						*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
-				}
-			if (a.fuse == 1) {
-				/* every lane's loads have returned (their values are
-				 * stored): the first lane of each 128-byte line drops it */
-				__syncwarp();
-#pragma unroll
-				for (int j = 0; j < U; j++)
-					if (lane % 8 == 0 && r + j * RW < qt.y)
-						asm volatile("discard.global.L2 [%0], 128;"
-						    :: "l"(a.dqa + base + (r + j * RW) * ld) : "memory");
+				for (int y = 0; y < NB; y++)
+					tma4(s0 + i * TB + y * BQ * 128, tdq, 32 * y, h, real_q(a, t), b, bar);
 			}
 		}
+		bar_wait(bar, ph);
+		for (int i = 0; i < nb; i++) {
+			const uint32_t x = *(const uint32_t *)(sm + (list - s0) + 4 * (i0 + i));
+			const int h = (int)x / a.nqt, t = (int)x % a.nqt;
+			const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+			const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
+#pragma unroll
+			for (int k = tid; k < NB * BQ * 8; k += NT) {
+				/* chunk j (4 floats) of row r of box y, 128-byte swizzle */
+				const int j = k & 7, r = (k >> 3) % BQ, y = (k >> 3) / BQ;
+				if (r >= qt.y)
+					continue;
+				const float4 v = *(const float4 *)(sm + i * TB + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
+				const int64_t o = base + r * ld + y * 32 + j * 4;
+				*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
+				if (a.fuse == 2)
+					*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+				else if (j == 0)
+					asm volatile("discard.global.L2 [%0], 128;" :: "l"(a.dqa + o) : "memory");
+			}
+		}
+		nbar_sync(1, NT);
 	}
 }
 
@@ -918,7 +936,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 		}
 		if (FUSE)
-			fin_convert<T, HD>(a, b, s0 + M::DQ, s0 + M::CV);
+			fin_convert<T, HD>(a, &tdq, b, s0, sm, s0 + M::DQ, s0 + M::CV, s0 + M::CV + 8);
 		return;
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
@@ -938,7 +956,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 	}
 	if (FUSE)
-		fin_convert<T, HD>(a, b, s0 + M::DQ, s0 + M::CV);
+		fin_convert<T, HD>(a, &tdq, b, s0, sm, s0 + M::DQ, s0 + M::CV, s0 + M::CV + 8);
 }
 
 /* ---- host ------------------------------------------------------------------ */

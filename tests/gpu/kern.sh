@@ -180,7 +180,7 @@ check)
 	    $M/causal.4096.amask $M/causal_document.4096.amask
 	force "" fusez,qm
 	kb "fusez q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
-	    $M/hash_sparse.1000.amask $M/prefix_lm_document.3001.amask
+	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
 	force "" ""
 	# a 64-key half of a k-tile that sees nothing of a q-tile skips it
 	# (forced here on every mask; by default where a quarter of the
