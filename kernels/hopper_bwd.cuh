@@ -474,9 +474,8 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_count(con
 /* fuse, the consumers after their dK/dV: the listed tiles of the fp32
  * workspace into shared memory by TMA, BATCH at a time (everything below
  * DQ, where the list is, is free by now), then their real rows, scaled,
- * into dq.  A first version loaded the tiles with ld.global from the
- * 256 threads: with one CTA an SM nothing else ran while the loads
- * waited, and the pass lost 3-8 % (H100, 4569510).  Then the lines are
+ * into dq (loads by the 256 threads ran within 1-2 % of this: the
+ * lines come from DRAM by then either way).  Then the lines are
  * discarded from L2 (fuse 1: prep zeroes them again, so they need never
  * reach DRAM), or zeroed (fuse 2: the workspace stays zero between
  * passes).  bar: an mbarrier of its own in CV. */
@@ -1318,7 +1317,7 @@ static int items(struct state *f, const struct plan *p)
 }
 
 /* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
- * conversion, not zeroed by prep; neither the default yet): the CTA
+ * conversion, not zeroed by prep): the CTA
  * whose count completes a dQ tile converts it into dq from L2, after its
  * own dK/dV, and there is no dq_out pass, which read the whole fp32
  * workspace back from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
@@ -1326,7 +1325,11 @@ static int items(struct state *f, const struct plan *p)
  * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
  * plan p, the k-tiles that add to its q-tile: every (k-tile, q-tile,
  * q-head) is one CTA's once, whatever the walks' cuts.  Off where a walk
- * is longer than the list the kernel keeps in DQ's staging boxes. */
+ * is longer than the list the kernel keeps in DQ's staging boxes.  Not
+ * the default: 0-10 % slower (H100, bench/NOTES.md round 15), as a tile
+ * completes only when its last CTA ends, by when its lines have left L2
+ * (the main kernel's DRAM traffic 5.0 GB -> 8.0 GB); the counts have to
+ * run during the walk. */
 enum { FUSEMAX = 4 * BQ * 128 / 4 };
 static int fuse_targets(struct state *f, const struct plan *p, int mode)
 {

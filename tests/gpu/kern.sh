@@ -9,7 +9,9 @@
 #                      left whole under its switch), causal bwd
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
-#                      walks): every row ok;
+#                      walks; and dQ converted by the CTAs under fuse and
+#                      fusez): every row ok, a bwd row's second run
+#                      checked too where its bits differ;
 #                      a kernel that lists det (kbench -l) also runs its
 #                      deterministic bwd twice a row: the same bits.
 #   kern.sh quick       a shorter check (every pattern bf16 8:2 hd128, odd
