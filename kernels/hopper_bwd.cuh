@@ -478,20 +478,22 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_count(con
  * lines come from DRAM by then either way).  Then the lines are
  * discarded from L2 (fuse 1: prep zeroes them again, so they need never
  * reach DRAM), or zeroed (fuse 2: the workspace stays zero between
- * passes).  bar: an mbarrier of its own in CV. */
+ * passes).  fin_count's list at DQ, its length at CV; an mbarrier of
+ * its own after it. */
 template <typename T, int HD, class A> static __device__ __forceinline__ void fin_convert(const A &a,
-    const CUtensorMap *tdq, int b, uint32_t s0, const unsigned char *sm, uint32_t list, uint32_t nslot,
-    uint32_t bar)
+    const CUtensorMap *tdq, int b, uint32_t s0, const unsigned char *sm)
 {
+	typedef lay_smem<HD> M;
 	constexpr int NB = HD / 32;                     /* fp32 boxes of 32 columns a tile */
 	constexpr uint32_t TB = NB * BQ * 128;          /* a tile's bytes */
-	constexpr int BATCH = lay_smem<HD>::DQ / TB;
+	constexpr int BATCH = M::DQ / TB;
+	const uint32_t bar = s0 + M::CV + 8;
+	const volatile uint32_t *list = (const volatile uint32_t *)(sm + M::DQ);
 	const int tid = threadIdx.x;
 	const int64_t ld = (int64_t)a.hq * HD;
-	uint32_t n;
 
 	nbar_sync(FIN, NT + 32);
-	asm volatile("ld.shared.b32 %0, [%1];" : "=r"(n) : "r"(nslot) : "memory");
+	const int n = *(const volatile int *)(sm + M::CV);
 	if (n == 0)
 		return;
 	if (tid == 0) {
@@ -499,8 +501,8 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
 	nbar_sync(1, NT);
-	for (int i0 = 0, ph = 0; i0 < (int)n; i0 += BATCH, ph ^= 1) {
-		const int nb = min(BATCH, (int)n - i0);
+	for (int i0 = 0, ph = 0; i0 < n; i0 += BATCH, ph ^= 1) {
+		const int nb = min(BATCH, n - i0);
 		if (tid == 0) {
 			/* the other CTAs' adds (acquired by the count), then this
 			 * CTA's generic accesses of the buffers, before TMA's */
@@ -508,9 +510,7 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 			bar_expect(bar, nb * TB);
 			for (int i = 0; i < nb; i++) {
-				uint32_t x;
-				asm volatile("ld.shared.b32 %0, [%1];" : "=r"(x) : "r"(list + 4 * (i0 + i)) : "memory");
-				const int h = (int)x / a.nqt, t = (int)x % a.nqt;
+				const int h = (int)list[i0 + i] / a.nqt, t = (int)list[i0 + i] % a.nqt;
 #pragma unroll
 				for (int y = 0; y < NB; y++)
 					tma4(s0 + i * TB + y * BQ * 128, tdq, 32 * y, h, real_q(a, t), b, bar);
@@ -518,8 +518,7 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 		}
 		bar_wait(bar, ph);
 		for (int i = 0; i < nb; i++) {
-			const uint32_t x = *(const uint32_t *)(sm + (list - s0) + 4 * (i0 + i));
-			const int h = (int)x / a.nqt, t = (int)x % a.nqt;
+			const int h = (int)list[i0 + i] / a.nqt, t = (int)list[i0 + i] % a.nqt;
 			const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
 			const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
 #pragma unroll
@@ -935,7 +934,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 		}
 		if (FUSE)
-			fin_convert<T, HD>(a, &tdq, b, s0, sm, s0 + M::DQ, s0 + M::CV, s0 + M::CV + 8);
+			fin_convert<T, HD>(a, &tdq, b, s0, sm);
 		return;
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
@@ -955,7 +954,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 	}
 	if (FUSE)
-		fin_convert<T, HD>(a, &tdq, b, s0, sm, s0 + M::DQ, s0 + M::CV, s0 + M::CV + 8);
+		fin_convert<T, HD>(a, &tdq, b, s0, sm);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -1333,15 +1332,13 @@ static int items(struct state *f, const struct plan *p)
 enum { FUSEMAX = 4 * BQ * 128 / 4 };
 static int fuse_targets(struct state *f, const struct plan *p, int mode)
 {
-	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
+	int32_t *tgt;
 	int rc;
 
-	if (tgt == NULL)
-		return KERN_ERR;
-	if (f->maxz > FUSEMAX) {
-		free(tgt);
+	if (f->maxz > FUSEMAX)
 		return KERN_OK;
-	}
+	if ((tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt)) == NULL)
+		return KERN_ERR;
 	for (int r = 0; r < p->nrows; r++)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
