@@ -347,18 +347,22 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk
 	return true;
 }
 
-/* Shared memory: K, V [HD/64][BK][64]; Q, dO [NST stages][HD/64][BQ][64];
+/* Shared memory: K, V [HD/64][BK][64]; Q, dO [NS stages][HD/64][BQ][64];
  * dS^T [2][BK][BQ]; dQ of each warpgroup [2][2 boxes][BQ][32] fp32; L, D
- * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]. */
-template <int HD> struct lay_smem {
-	static_assert(8 + 16 * NST <= 64, "mbarriers past BAR's 64 bytes");
+ * [NS][BQ]; mbarriers: K/V, full[NS], empty[NS]; with FU (fuse), the
+ * items whose adds are released and the conversion's mbarrier at CV, and
+ * at CT one tile of the fp32 workspace being converted (the 32 KB that a
+ * third stage would take at HD 128: fuse runs two). */
+template <int HD, int NS = NST, bool FU = false> struct lay_smem {
+	static_assert(8 + 16 * NS <= 64, "mbarriers past BAR's 64 bytes");
 	enum {
 		KB = BK * HD * 2, QB = BQ * HD * 2, SB = BK * BQ * 2,
-		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
+		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NS * QB, S = 2 * KB + 2 * NS * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
-		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
-		CV = BAR + 64,          /* fuse: how many tiles the CTA converts (listed in DQ), an mbarrier */
-		TOTAL = CV + 32 + 1024      /* + alignment of the base to 1024 */
+		L = DQ + 4 * BQ * 128, D = L + NS * BQ * 4, BAR = D + NS * BQ * 4,
+		CV = BAR + 64,
+		CT = (CV + 16 + 1023) & ~1023, TB = HD / 32 * BQ * 128,
+		TOTAL = (FU ? CT + TB : CV) + 1024      /* + alignment of the base to 1024 */
 	};
 };
 
@@ -372,8 +376,8 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
  * and the 128 threads of consumer w). */
 enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
 
-/* fuse: FIN, the reducing warp has listed the tiles the consumers convert. */
-enum { FIN = 6 };
+/* fuse: the reducing warp releases its adds every FB items. */
+enum { FB = 8 };
 
 static __device__ __forceinline__ void nbar_sync(int id, int n)
 {
@@ -431,112 +435,97 @@ static __device__ __forceinline__ void sem_post(int *p)
 	asm volatile("red.release.gpu.global.add.s32 [%0], 1;" :: "l"(p) : "memory");
 }
 
-/* fuse, the reducing warp once every add of its CTA is complete (lane 0
- * waited for them): each (q-head, q-tile) of the walk counted down once,
- * by the 32 lanes 32 at a time, between one release fence and one
- * acquire; the tiles whose count reaches zero (every CTA's adds in) are
- * listed at list, their number at nslot.  Round 13's fuse paid a fence
- * and a dependent atomic an item and lost 7-43 %; here they come once a
- * CTA.  The list holds item.z entries (init keeps walks under FUSEMAX). */
-template <bool QM, class A> static __device__ __forceinline__ void fin_count(const A &a, int4 item, int hk, int kt,
-    int b, uint32_t list, uint32_t nslot)
+/* fuse, the reducing warp (lane 0): the adds of the first n items, all
+ * issued, complete (wait_group 0: the staging boxes are free already, so
+ * no consumer waits on it), then released to the counting warp. */
+static __device__ __forceinline__ void fin_release(uint32_t cv, int n)
+{
+	asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+	asm volatile("fence.proxy.async.global;" ::: "memory");
+	asm volatile("st.release.cta.shared.b32 [%0], %1;" :: "r"(cv), "r"(n) : "memory");
+}
+
+/* fuse: tile x = q-head * nqt + q-tile of the fp32 workspace, every add
+ * in, into dq by one warp: by TMA into ct (mbarrier bar, phase ph), then
+ * its real rows scaled into dq; the lines then discarded from L2 (fuse 1:
+ * prep zeroes them again, so they need never reach DRAM) or zeroed (fuse
+ * 2: the workspace stays zero between passes). */
+template <typename T, int HD, class A> static __device__ __forceinline__ void fin_tile(const A &a,
+    const CUtensorMap *tdq, int b, int x, uint32_t ct, const unsigned char *smct, uint32_t bar, int ph)
+{
+	constexpr int NB = HD / 32;                     /* fp32 boxes of 32 columns */
+	const int lane = threadIdx.x & 31, h = x / a.nqt, t = x % a.nqt;
+	const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+
+	if (lane == 0) {
+		/* the other CTAs' adds (acquired by the count), and this warp's
+		 * reads of the tile before, ahead of TMA's */
+		asm volatile("fence.proxy.async.global;" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		bar_expect(bar, NB * BQ * 128);
+#pragma unroll
+		for (int y = 0; y < NB; y++)
+			tma4(ct + y * BQ * 128, tdq, 32 * y, h, qt.x, b, bar);
+	}
+	bar_wait(bar, ph);
+	const int64_t ld = (int64_t)a.hq * HD, base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
+	for (int k = lane; k < NB * qt.y * 8; k += 32) {
+		/* chunk j (4 floats) of row r of box y, 128-byte swizzle */
+		const int j = k & 7, r = (k >> 3) % qt.y, y = (k >> 3) / qt.y;
+		const float4 v = *(const float4 *)(smct + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
+		const int64_t o = base + r * ld + y * 32 + j * 4;
+		*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
+		if (a.fuse == 2)
+			*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+		else if (j == 0)
+			asm volatile("discard.global.L2 [%0], 128;" :: "l"(a.dqa + o) : "memory");
+	}
+	__syncwarp();
+}
+
+/* fuse, the counting warp (the producer's third): walks the CTA's items
+ * as the reducing warp releases them (FB at a time), counts each
+ * (q-head, q-tile) down once, 32 at a time, with relaxed atomics after
+ * one acquire fence a batch, and converts the tiles it completes, while
+ * the consumers go on and the tiles' lines are still in L2.  Round 13's
+ * fuse paid a fence and a dependent atomic an item in the reducing warp
+ * (-7 to -43 %); round 15's counted once a CTA, at its end, by when the
+ * lines had left L2 (-0 to -10 %, the main kernel's DRAM traffic 5.0 ->
+ * 8.0 GB on pile documents). */
+template <typename T, int HD, bool QM, class A> static __device__ __forceinline__ void fin_run(const A &a,
+    const CUtensorMap *tdq, int4 item, int hk, int kt, int b, uint32_t cv, uint32_t ct, const unsigned char *smct)
 {
 	const int lane = threadIdx.x & 31;
 	int *cnt = a.cnt + (int64_t)b * a.hq * a.nqt;
 	bwalk w = {0, 0, 0, 0};
-	int left = item.z, n = 0;
+	int left = item.z, pos = 0, ph = 0;
 	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 
-	if (lane == 0)
-		asm volatile("fence.proxy.async.global;" ::: "memory");
-	__syncwarp();
-	asm volatile("fence.acq_rel.gpu;" ::: "memory");
 	while (more) {
-		int mine = -1, old = 0;
-		for (int j = 0; j < 32 && more; j++) {
-			if (j == lane)
-				mine = (hk * a.group + w.gi) * a.nqt + w.t;
-			more = --left > 0 && hb_next<QM>(w, a, hk, kt);
+		int rel;
+		for (;;) {
+			asm volatile("ld.acquire.cta.shared.b32 %0, [%1];" : "=r"(rel) : "r"(cv) : "memory");
+			if (rel > pos)
+				break;
+			__nanosleep(200);
 		}
-		if (mine >= 0)
-			asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(cnt + mine) : "memory");
-		const unsigned done = __ballot_sync(0xffffffffu, old == 1);
-		if (old == 1)
-			sts32(list + 4 * (n + __popc(done & ((1u << lane) - 1))), (uint32_t)mine);
-		n += __popc(done);
-	}
-	if (n > 0)
 		asm volatile("fence.acq_rel.gpu;" ::: "memory");
-	if (lane == 0)
-		sts32(nslot, (uint32_t)n);
-}
-
-/* fuse, the consumers after their dK/dV: the listed tiles of the fp32
- * workspace into shared memory by TMA, BATCH at a time (everything below
- * DQ, where the list is, is free by now), then their real rows, scaled,
- * into dq (loads by the 256 threads ran within 1-2 % of this: the
- * lines come from DRAM by then either way).  Then the lines are
- * discarded from L2 (fuse 1: prep zeroes them again, so they need never
- * reach DRAM), or zeroed (fuse 2: the workspace stays zero between
- * passes).  fin_count's list at DQ, its length at CV; an mbarrier of
- * its own after it. */
-template <typename T, int HD, class A> static __device__ __forceinline__ void fin_convert(const A &a,
-    const CUtensorMap *tdq, int b, uint32_t s0, const unsigned char *sm)
-{
-	typedef lay_smem<HD> M;
-	constexpr int NB = HD / 32;                     /* fp32 boxes of 32 columns a tile */
-	constexpr uint32_t TB = NB * BQ * 128;          /* a tile's bytes */
-	constexpr int BATCH = M::DQ / TB;
-	const uint32_t bar = s0 + M::CV + 8;
-	const volatile uint32_t *list = (const volatile uint32_t *)(sm + M::DQ);
-	const int tid = threadIdx.x;
-	const int64_t ld = (int64_t)a.hq * HD;
-
-	nbar_sync(FIN, NT + 32);
-	const int n = *(const volatile int *)(sm + M::CV);
-	if (n == 0)
-		return;
-	if (tid == 0) {
-		bar_init(bar, 1);
-		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-	}
-	nbar_sync(1, NT);
-	for (int i0 = 0, ph = 0; i0 < n; i0 += BATCH, ph ^= 1) {
-		const int nb = min(BATCH, n - i0);
-		if (tid == 0) {
-			/* the other CTAs' adds (acquired by the count), then this
-			 * CTA's generic accesses of the buffers, before TMA's */
-			asm volatile("fence.proxy.async.global;" ::: "memory");
-			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-			bar_expect(bar, nb * TB);
-			for (int i = 0; i < nb; i++) {
-				const int h = (int)list[i0 + i] / a.nqt, t = (int)list[i0 + i] % a.nqt;
-#pragma unroll
-				for (int y = 0; y < NB; y++)
-					tma4(s0 + i * TB + y * BQ * 128, tdq, 32 * y, h, real_q(a, t), b, bar);
+		while (more && pos < rel) {
+			int mine = -1, old = 0;
+			for (int j = 0; j < 32 && more && pos < rel; j++, pos++) {
+				if (j == lane)
+					mine = (hk * a.group + w.gi) * a.nqt + w.t;
+				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
+			if (mine >= 0)
+				asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(cnt + mine) : "memory");
+			unsigned done = __ballot_sync(0xffffffffu, old == 1);
+			if (done != 0)
+				asm volatile("fence.acq_rel.gpu;" ::: "memory");
+			for (; done != 0; done &= done - 1, ph ^= 1)
+				fin_tile<T, HD>(a, tdq, b, __shfl_sync(0xffffffffu, mine, __ffs(done) - 1), ct, smct,
+				    cv + 8, ph);
 		}
-		bar_wait(bar, ph);
-		for (int i = 0; i < nb; i++) {
-			const int h = (int)list[i0 + i] / a.nqt, t = (int)list[i0 + i] % a.nqt;
-			const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
-			const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
-#pragma unroll
-			for (int k = tid; k < NB * BQ * 8; k += NT) {
-				/* chunk j (4 floats) of row r of box y, 128-byte swizzle */
-				const int j = k & 7, r = (k >> 3) % BQ, y = (k >> 3) / BQ;
-				if (r >= qt.y)
-					continue;
-				const float4 v = *(const float4 *)(sm + i * TB + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
-				const int64_t o = base + r * ld + y * 32 + j * 4;
-				*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
-				if (a.fuse == 2)
-					*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
-				else if (j == 0)
-					asm volatile("discard.global.L2 [%0], 128;" :: "l"(a.dqa + o) : "memory");
-			}
-		}
-		nbar_sync(1, NT);
 	}
 }
 
@@ -551,14 +540,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
 	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
-	typedef lay_smem<HD> M;
+	constexpr int NS = FUSE ? 2 : NST;
+	typedef lay_smem<HD, NS, FUSE> M;
 	constexpr int CB = HD / 64, KS = HD / 16;
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
 	unsigned char *sm = smraw + (s0 - smaddr(smraw));
 	/* barkv; full[s] at barq + 8s; empty[s] at bare + 8s */
-	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NS;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
@@ -568,9 +558,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	if (tid == 0) {
 		bar_init(barkv, 1);
-		for (int i = 0; i < NST; i++) {
+		for (int i = 0; i < NS; i++) {
 			bar_init(barq + 8 * i, 1);
 			bar_init(bare + 8 * i, NT / 32);
+		}
+		if (FUSE) {
+			sts32(s0 + M::CV, 0);
+			bar_init(s0 + M::CV + 8, 1);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -594,10 +588,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
 			for (int it = 0; more; it++) {
-				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
+				const int st = it % NS, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
 				const uint32_t bar = barq + 8 * st;
-				if (it >= NST)
-					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+				if (it >= NS)
+					bar_wait(bare + 8 * st, ((it - NS) / NS) & 1);
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 #pragma unroll
 				for (int c = 0; c < CB; c++) {
@@ -621,6 +615,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #endif
 			nbar_arrive(DQE, NDQ);
 			nbar_arrive(DQE + 1, NDQ);
+			int nit = 0;                        /* fuse: items done */
 			for (; more; more = --left > 0 && hb_next<QM>(w, a, hk, kt)) {
 				/* the rows of a q-tile past a gap add zeros (their scores
 				 * are all masked) */
@@ -675,15 +670,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_arrive(DQE, NDQ);
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
+				if (FUSE && ++nit % FB == 0 && lane == 0)
+					fin_release(s0 + M::CV, nit);
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-			if (FUSE) {
-				/* the staging boxes are read: the list goes there */
-				__syncwarp();
-				fin_count<QM>(a, item, hk, kt, b, s0 + M::DQ, s0 + M::CV);
-				nbar_arrive(FIN, NT + 32);
-			}
+			if (FUSE && lane == 0 && nit % FB != 0)
+				fin_release(s0 + M::CV, nit);
+		} else if (wi == 2 && FUSE) {
+			fin_run<T, HD, QM>(a, &tdq, item, hk, kt, b, s0 + M::CV, s0 + M::CT, sm + M::CT);
 		}
 		return;
 	}
@@ -729,7 +724,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	bar_wait(barkv, 0);
 	uint32_t pa[4][4], da[4][4];
 	for (int it = 0; more; it++) {
-		const int st = it % NST, ds = it & 1;
+		const int st = it % NS, ds = it & 1;
 		const bwalk cur = w;
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
@@ -739,7 +734,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const uint32_t sS = s0 + M::S + ds * M::SB;
 		/* waited for even where this warpgroup's keys see nothing of the
 		 * tile: it keeps the ring's phases in step */
-		bar_wait(barq + 8 * st, (it / NST) & 1);
+		bar_wait(barq + 8 * st, (it / NS) & 1);
 		if (HALF && !(live >> wg & 1)) {
 			/* This warpgroup's 64 keys see nothing of the tile (a causal
 			 * diagonal, a block-sparse or window edge): no S^T, dP^T,
@@ -749,7 +744,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			reg_fence(da);
 			__syncwarp();
 			if (it > 0 && lane == 0)
-				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
+				bar_arrive(bare + 8 * (st == 0 ? NS - 1 : st - 1));
 			nbar_sync(1, NT);
 			if constexpr (HD == 64)
 				continue;
@@ -780,7 +775,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			reg_fence(da);
 			__syncwarp();
 			if (it > 0 && lane == 0)
-				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
+				bar_arrive(bare + 8 * (st == 0 ? NS - 1 : st - 1));
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				const float2 l = lv[j];
@@ -933,8 +928,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
 			}
 		}
-		if (FUSE)
-			fin_convert<T, HD>(a, &tdq, b, s0, sm);
 		return;
 	}
 	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
@@ -953,8 +946,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
 		}
 	}
-	if (FUSE)
-		fin_convert<T, HD>(a, &tdq, b, s0, sm);
 }
 
 /* ---- host ------------------------------------------------------------------ */
@@ -981,7 +972,6 @@ struct state {
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
 	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
-	int maxz;                  /* the longest walk (items), tiles */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -1306,8 +1296,6 @@ static int items(struct state *f, const struct plan *p)
 	}
 	if (rc != KERN_OK)
 		return rc;
-	for (int i = 0; i < f->nitems; i++)
-		f->maxz = item[i].z > f->maxz ? item[i].z : f->maxz;
 	if ((rc = upload((void **)&f->item, item, (size_t)f->nitems * sizeof *item)) == KERN_OK)
 		rc = upload((void **)&f->slotkt, slotkt, (size_t)f->nslots * sizeof *slotkt);
 	free(item);
@@ -1317,27 +1305,19 @@ static int items(struct state *f, const struct plan *p)
 
 /* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
  * conversion, not zeroed by prep): the CTA
- * whose count completes a dQ tile converts it into dq from L2, after its
- * own dK/dV, and there is no dq_out pass, which read the whole fp32
+ * whose count completes a dQ tile converts it into dq from L2, while its
+ * consumers go on (fin_run), and there is no dq_out pass, which read the whole fp32
  * workspace back from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
  * causal documents at 32K, whose main kernel took 4.0 ms: H100, ncu,
  * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
  * plan p, the k-tiles that add to its q-tile: every (k-tile, q-tile,
- * q-head) is one CTA's once, whatever the walks' cuts.  Off where a walk
- * is longer than the list the kernel keeps in DQ's staging boxes.  Not
- * the default: 0-10 % slower (H100, bench/NOTES.md round 15), as a tile
- * completes only when its last CTA ends, by when its lines have left L2
- * (the main kernel's DRAM traffic 5.0 GB -> 8.0 GB); the counts have to
- * run during the walk. */
-enum { FUSEMAX = 4 * BQ * 128 / 4 };
+ * q-head) is one CTA's once, whatever the walks' cuts. */
 static int fuse_targets(struct state *f, const struct plan *p, int mode)
 {
-	int32_t *tgt;
+	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
 	int rc;
 
-	if (f->maxz > FUSEMAX)
-		return KERN_OK;
-	if ((tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt)) == NULL)
+	if (tgt == NULL)
 		return KERN_ERR;
 	for (int r = 0; r < p->nrows; r++)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
@@ -1408,6 +1388,12 @@ template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 	}
 }
 
+/* Shared memory of bwd's instantiation x (fuse: its own layout). */
+template <int HD> static int bwd_smem(int x)
+{
+	return x & 2 ? (int)lay_smem<HD, 2, true>::TOTAL : (int)lay_smem<HD>::TOTAL;
+}
+
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
 	cudaError_t e = cudaSuccess;
@@ -1419,7 +1405,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	}
 	fn[8] = bwd_fn<T, HD, true, false>(0);
 	for (int i = 0; i < 9 && e == cudaSuccess; i++)
-		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
+		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, bwd_smem<HD>(i % 4));
 	return e;
 }
 
@@ -1555,7 +1541,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    bwd_fn<T, HD, false, false>(x);
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};
 	/* a launch error is the last error, which launched reads */
-	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, lay_smem<HD>::TOTAL, st);
+	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, bwd_smem<HD>(f->det ? 0 : x), st);
 	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
