@@ -469,9 +469,10 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 	}
 	bar_wait(bar, ph);
 	const int64_t ld = (int64_t)a.hq * HD, base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
-	for (int k = lane; k < NB * qt.y * 8; k += 32) {
-		/* chunk j (4 floats) of row r of box y, 128-byte swizzle */
-		const int j = k & 7, r = (k >> 3) % qt.y, y = (k >> 3) / qt.y;
+	for (int k = lane; k < qt.y * NB * 8; k += 32) {
+		/* chunk j (4 floats) of box y of row r, 128-byte swizzle: a
+		 * row's chunks on consecutive lanes */
+		const int j = k & 7, y = (k >> 3) % NB, r = k / (8 * NB);
 		const float4 v = *(const float4 *)(smct + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
 		const int64_t o = base + r * ld + y * 32 + j * 4;
 		*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
@@ -576,7 +577,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 
 	if (wg == 2) {
-		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
+		/* fuse: the counting warp converts with more (the consumers
+		 * give 16 each) */
+		if constexpr (FUSE)
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+		else
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
 		if (wi == 0 && lane == 0) {
 			/* K, V once; Q, dO, L, D of each q-tile into the stage its
 			 * tile before last has freed */
@@ -682,7 +688,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 		return;
 	}
-	asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
+	if constexpr (FUSE)
+		asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+	else
+		asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
 
 	float dk[HD / 2], dv[HD / 2];
 #pragma unroll
