@@ -476,7 +476,7 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 		const float4 v = *(const float4 *)(smct + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
 		const int64_t o = base + r * ld + y * 32 + j * 4;
 		*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
-		if (a.fuse == 2)
+		if (a.fuse & 2)
 			*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
 		else if (j == 0)
 			asm volatile("discard.global.L2 [%0], 128;" :: "l"(a.dqa + o) : "memory");
@@ -500,7 +500,8 @@ template <typename T, int HD, bool QM, class A> static __device__ __forceinline_
 	int *cnt = a.cnt + (int64_t)b * a.hq * a.nqt;
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z, pos = 0, ph = 0;
-	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
+	/* a.fuse 8: no counts, 4: no conversions (timing only, dq wrong) */
+	bool more = left > 0 && !(a.fuse & 8) && hb_start<QM>(w, a, hk, kt, item);
 
 	while (more) {
 		int rel;
@@ -523,7 +524,7 @@ template <typename T, int HD, bool QM, class A> static __device__ __forceinline_
 			unsigned done = __ballot_sync(0xffffffffu, old == 1);
 			if (done != 0)
 				asm volatile("fence.acq_rel.gpu;" ::: "memory");
-			for (; done != 0; done &= done - 1, ph ^= 1)
+			for (done = a.fuse & 4 ? 0 : done; done != 0; done &= done - 1, ph ^= 1)
 				fin_tile<T, HD>(a, tdq, b, __shfl_sync(0xffffffffu, mine, __ffs(done) - 1), ct, smct,
 				    cv + 8, ph);
 		}
@@ -676,7 +677,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_arrive(DQE, NDQ);
 				if (live & 2)
 					nbar_arrive(DQE + 1, NDQ);
-				if (FUSE && ++nit % FB == 0 && lane == 0)
+				if (FUSE && ++nit % FB == 0 && lane == 0 && !(a.fuse & 8))
 					fin_release(s0 + M::CV, nit);
 			}
 			if (lane == 0)
@@ -1473,7 +1474,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = entinfo(f, &pt)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
 	if (rc == KERN_OK && !f->det && (hb_env("fuse") || hb_env("fusez")))
-		rc = fuse_targets(f, &p, hb_env("fusez") ? 2 : 1);
+		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
+		    (hb_env("fusenone") ? 8 : 0));
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1513,9 +1515,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* prep zeroes dQ's rows as it reads O and dO: a memset wrote every
 	 * line once more (H100, 2026-11-26: 1K causal documents +0.6-1.2 %,
 	 * pile and --long documents +0.6-1.5 %, full and causal level) */
-	const bool pz = f->prepzero && f->fuse != 2, dqz = f->dqz;
+	const bool pz = f->prepzero && !(f->fuse & 2), dqz = f->dqz;
 	f->dqz = 0;             /* until this pass has left it zero again */
-	if (((!f->prepzero || (f->fuse == 2 && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
+	if (((!f->prepzero || ((f->fuse & 2) && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
@@ -1560,7 +1562,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 			return rc;
 	}
 	if (f->fuse) {
-		f->dqz = f->fuse == 2;
+		f->dqz = (f->fuse & 2) != 0;
 		return KERN_OK;
 	}
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
