@@ -579,9 +579,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	if (wg == 2) {
 		/* fuse: the counting warp converts with more (the consumers
-		 * give 16 each) */
+		 * give 8 each) */
 		if constexpr (FUSE)
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
 		else
 			asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
 		if (wi == 0 && lane == 0) {
@@ -690,7 +690,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		return;
 	}
 	if constexpr (FUSE)
-		asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	else
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
 
