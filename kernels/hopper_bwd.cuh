@@ -578,12 +578,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 
 	if (wg == 2) {
-		/* fuse: the counting warp converts with more (the consumers
-		 * give 8 each) */
-		if constexpr (FUSE)
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-		else
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
+		/* (fuse's counting warp too: with the consumers at 224 or 232
+		 * registers, they ran 11-18 % slower; NOTES round 15) */
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
 		if (wi == 0 && lane == 0) {
 			/* K, V once; Q, dO, L, D of each q-tile into the stage its
 			 * tile before last has freed */
@@ -689,10 +686,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 		return;
 	}
-	if constexpr (FUSE)
-		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-	else
-		asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
 
 	float dk[HD / 2], dv[HD / 2];
 #pragma unroll
