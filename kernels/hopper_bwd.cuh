@@ -283,6 +283,11 @@ struct args {
 	int fuse;
 	int *cnt;
 	void *dq;
+	/* fuse: the completed tiles ((b * hq + h) * nqt + t, plus 1) in the
+	 * order their counts completed; qn[0] the next slot to fill, qn[1] the
+	 * next to convert; qtotal tiles in all */
+	int *q, *qn;
+	int qtotal;
 	float sl, scale;
 };
 
@@ -347,22 +352,19 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk
 	return true;
 }
 
-/* Shared memory: K, V [HD/64][BK][64]; Q, dO [NS stages][HD/64][BQ][64];
+/* Shared memory: K, V [HD/64][BK][64]; Q, dO [NST stages][HD/64][BQ][64];
  * dS^T [2][BK][BQ]; dQ of each warpgroup [2][2 boxes][BQ][32] fp32; L, D
- * [NS][BQ]; mbarriers: K/V, full[NS], empty[NS]; with FU (fuse), the
- * items whose adds are released and the conversion's mbarrier at CV, and
- * at CT one tile of the fp32 workspace being converted (the 32 KB that a
- * third stage would take at HD 128: fuse runs two). */
-template <int HD, int NS = NST, bool FU = false> struct lay_smem {
-	static_assert(8 + 16 * NS <= 64, "mbarriers past BAR's 64 bytes");
+ * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]; fuse: at CV the items
+ * whose adds are released to the counting warp. */
+template <int HD> struct lay_smem {
+	static_assert(8 + 16 * NST <= 64, "mbarriers past BAR's 64 bytes");
 	enum {
 		KB = BK * HD * 2, QB = BQ * HD * 2, SB = BK * BQ * 2,
-		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NS * QB, S = 2 * KB + 2 * NS * QB,
+		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
 		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
-		L = DQ + 4 * BQ * 128, D = L + NS * BQ * 4, BAR = D + NS * BQ * 4,
+		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
 		CV = BAR + 64,
-		CT = (CV + 16 + 1023) & ~1023, TB = HD / 32 * BQ * 128,
-		TOTAL = (FU ? CT + TB : CV) + 1024      /* + alignment of the base to 1024 */
+		TOTAL = CV + 16 + 1024      /* + alignment of the base to 1024 */
 	};
 };
 
@@ -445,62 +447,23 @@ static __device__ __forceinline__ void fin_release(uint32_t cv, int n)
 	asm volatile("st.release.cta.shared.b32 [%0], %1;" :: "r"(cv), "r"(n) : "memory");
 }
 
-/* fuse: tile x = q-head * nqt + q-tile of the fp32 workspace, every add
- * in, into dq by one warp: by TMA into ct (mbarrier bar, phase ph), then
- * its real rows scaled into dq; the lines then discarded from L2 (fuse 1:
- * prep zeroes them again, so they need never reach DRAM) or zeroed (fuse
- * 2: the workspace stays zero between passes). */
-template <typename T, int HD, class A> static __device__ __forceinline__ void fin_tile(const A &a,
-    const CUtensorMap *tdq, int b, int x, uint32_t ct, const unsigned char *smct, uint32_t bar, int ph)
-{
-	constexpr int NB = HD / 32;                     /* fp32 boxes of 32 columns */
-	const int lane = threadIdx.x & 31, h = x / a.nqt, t = x % a.nqt;
-	const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
-
-	if (lane == 0) {
-		/* the other CTAs' adds (acquired by the count), and this warp's
-		 * reads of the tile before, ahead of TMA's */
-		asm volatile("fence.proxy.async.global;" ::: "memory");
-		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		bar_expect(bar, NB * BQ * 128);
-#pragma unroll
-		for (int y = 0; y < NB; y++)
-			tma4(ct + y * BQ * 128, tdq, 32 * y, h, qt.x, b, bar);
-	}
-	bar_wait(bar, ph);
-	const int64_t ld = (int64_t)a.hq * HD, base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD;
-	for (int k = lane; k < qt.y * NB * 8; k += 32) {
-		/* chunk j (4 floats) of box y of row r, 128-byte swizzle: a
-		 * row's chunks on consecutive lanes */
-		const int j = k & 7, y = (k >> 3) % NB, r = k / (8 * NB);
-		const float4 v = *(const float4 *)(smct + y * BQ * 128 + r * 128 + ((j ^ (r & 7)) * 16));
-		const int64_t o = base + r * ld + y * 32 + j * 4;
-		*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v, a.scale);
-		if (a.fuse & 2)
-			*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
-		else if (j == 0)
-			asm volatile("discard.global.L2 [%0], 128;" :: "l"(a.dqa + o) : "memory");
-	}
-	__syncwarp();
-}
-
 /* fuse, the counting warp (the producer's third): walks the CTA's items
  * as the reducing warp releases them (FB at a time), counts each
  * (q-head, q-tile) down once, 32 at a time, with relaxed atomics after
- * one acquire fence a batch, and converts the tiles it completes, while
- * the consumers go on and the tiles' lines are still in L2.  Round 13's
- * fuse paid a fence and a dependent atomic an item in the reducing warp
- * (-7 to -43 %); round 15's counted once a CTA, at its end, by when the
- * lines had left L2 (-0 to -10 %, the main kernel's DRAM traffic 5.0 ->
- * 8.0 GB on pile documents). */
-template <typename T, int HD, bool QM, class A> static __device__ __forceinline__ void fin_run(const A &a,
-    const CUtensorMap *tdq, int4 item, int hk, int kt, int b, uint32_t cv, uint32_t ct, const unsigned char *smct)
+ * one acquire fence a batch, and queues the tiles it completes for the
+ * converting CTAs.  Round 13's fuse paid a fence and a dependent atomic
+ * an item in the reducing warp (-7 to -43 %); round 15's first counted
+ * once a CTA, at its end, by when the lines had left L2 (-0 to -10 %);
+ * its second converted in this warp, whose 24 registers made it too
+ * slow to keep up (-17 to -38 %). */
+template <bool QM, class A> static __device__ __forceinline__ void fin_run(const A &a, int4 item, int hk, int kt,
+    int b, uint32_t cv)
 {
 	const int lane = threadIdx.x & 31;
 	int *cnt = a.cnt + (int64_t)b * a.hq * a.nqt;
 	bwalk w = {0, 0, 0, 0};
-	int left = item.z, pos = 0, ph = 0;
-	/* a.fuse 8: no counts, 4: no conversions (timing only, dq wrong) */
+	int left = item.z, pos = 0;
+	/* a.fuse 8: no counts, 4: none queued (timing only, dq wrong) */
 	bool more = left > 0 && !(a.fuse & 8) && hb_start<QM>(w, a, hk, kt, item);
 
 	while (more) {
@@ -521,12 +484,76 @@ template <typename T, int HD, bool QM, class A> static __device__ __forceinline_
 			}
 			if (mine >= 0)
 				asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(cnt + mine) : "memory");
-			unsigned done = __ballot_sync(0xffffffffu, old == 1);
-			if (done != 0)
+			if (__any_sync(0xffffffffu, old == 1))
 				asm volatile("fence.acq_rel.gpu;" ::: "memory");
-			for (done = a.fuse & 4 ? 0 : done; done != 0; done &= done - 1, ph ^= 1)
-				fin_tile<T, HD>(a, tdq, b, __shfl_sync(0xffffffffu, mine, __ffs(done) - 1), ct, smct,
-				    cv + 8, ph);
+			if (old == 1 && !(a.fuse & 4)) {
+				const int slot = atomicAdd(a.qn, 1);
+				asm volatile("st.release.gpu.global.b32 [%0], %1;"
+				    :: "l"(a.q + slot), "r"(b * a.hq * a.nqt + mine + 1) : "memory");
+			}
+		}
+	}
+}
+
+/* fuse, the first FCONV CTAs' consumer threads: each warp takes the
+ * queued tiles in turn, waits for one to be queued, and writes its real
+ * rows of the fp32 workspace, scaled, into dq (U float4 loads a lane in
+ * flight, from L2: the tile's last add came microseconds before); then
+ * discards the lines from L2 (fuse 1: prep zeroes them again, so they
+ * need never reach DRAM) or zeroes them (fuse 2: the workspace stays zero
+ * between passes).  These CTAs hold their SMs for the whole pass, so that
+ * the conversion runs beside the k-tiles' CTAs on the others. */
+enum { FCONV = 8 };
+
+template <typename T, int HD, class A> static __device__ __forceinline__ void fin_conv(const A &a)
+{
+	constexpr int C4 = HD / 4, RW = 32 / C4, U = 16;     /* float4 a row, rows a warp-wide load */
+	const int lane = threadIdx.x & 31, c = lane % C4 * 4;
+	const int64_t ld = (int64_t)a.hq * HD;
+
+	if (a.fuse & 12)
+		return;
+	for (;;) {
+		int i = 0, x;
+		if (lane == 0)
+			i = atomicAdd(a.qn + 1, 1);
+		i = __shfl_sync(0xffffffffu, i, 0);
+		if (i >= a.qtotal)
+			return;
+		for (;;) {
+			asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(x) : "l"(a.q + i) : "memory");
+			if (x != 0)
+				break;
+			__nanosleep(100);
+		}
+		x--;
+		const int t = x % a.nqt, h = x / a.nqt % a.hq, b = x / a.nqt / a.hq;
+		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+		const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c;
+		for (int r = lane / C4; r < qt.y; r += U * RW) {
+			float4 v[U];
+#pragma unroll
+			for (int j = 0; j < U; j++)
+				if (r + j * RW < qt.y)
+					v[j] = __ldcg((const float4 *)(a.dqa + base + (r + j * RW) * ld));
+#pragma unroll
+			for (int j = 0; j < U; j++)
+				if (r + j * RW < qt.y) {
+					const int64_t o = base + (r + j * RW) * ld;
+					*(uint2 *)((T *)a.dq + o) = dq_pack<T>(v[j], a.scale);
+					if (a.fuse & 2)
+						*(float4 *)(a.dqa + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+				}
+			if (!(a.fuse & 2)) {
+				/* every lane's loads have returned (their values are
+				 * stored): the first lane of each 128-byte line drops it */
+				__syncwarp();
+#pragma unroll
+				for (int j = 0; j < U; j++)
+					if (lane % 8 == 0 && r + j * RW < qt.y)
+						asm volatile("discard.global.L2 [%0], 128;"
+						    :: "l"(a.dqa + base + (r + j * RW) * ld) : "memory");
+			}
 		}
 	}
 }
@@ -542,32 +569,34 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
 	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
-	constexpr int NS = FUSE ? 2 : NST;
-	typedef lay_smem<HD, NS, FUSE> M;
+	typedef lay_smem<HD> M;
 	constexpr int CB = HD / 64, KS = HD / 16;
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
 	unsigned char *sm = smraw + (s0 - smaddr(smraw));
 	/* barkv; full[s] at barq + 8s; empty[s] at bare + 8s */
-	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NS;
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
-	const int4 item = a.item[blockIdx.x];
+	if (FUSE && blockIdx.x < FCONV) {
+		if (blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x < NT)
+			fin_conv<T, HD>(a);
+		return;
+	}
+	const int4 item = a.item[blockIdx.x - (FUSE ? FCONV : 0)];
 	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
 	T *tag = nullptr;
 
 	if (tid == 0) {
 		bar_init(barkv, 1);
-		for (int i = 0; i < NS; i++) {
+		for (int i = 0; i < NST; i++) {
 			bar_init(barq + 8 * i, 1);
 			bar_init(bare + 8 * i, NT / 32);
 		}
-		if (FUSE) {
+		if (FUSE)
 			sts32(s0 + M::CV, 0);
-			bar_init(s0 + M::CV + 8, 1);
-		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 	}
@@ -592,10 +621,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
 			for (int it = 0; more; it++) {
-				const int st = it % NS, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
+				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
 				const uint32_t bar = barq + 8 * st;
-				if (it >= NS)
-					bar_wait(bare + 8 * st, ((it - NS) / NS) & 1);
+				if (it >= NST)
+					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 #pragma unroll
 				for (int c = 0; c < CB; c++) {
@@ -682,7 +711,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			if (FUSE && lane == 0 && nit % FB != 0)
 				fin_release(s0 + M::CV, nit);
 		} else if (wi == 2 && FUSE) {
-			fin_run<T, HD, QM>(a, &tdq, item, hk, kt, b, s0 + M::CV, s0 + M::CT, sm + M::CT);
+			fin_run<QM>(a, item, hk, kt, b, s0 + M::CV);
 		}
 		return;
 	}
@@ -728,7 +757,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	bar_wait(barkv, 0);
 	uint32_t pa[4][4], da[4][4];
 	for (int it = 0; more; it++) {
-		const int st = it % NS, ds = it & 1;
+		const int st = it % NST, ds = it & 1;
 		const bwalk cur = w;
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
@@ -738,7 +767,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const uint32_t sS = s0 + M::S + ds * M::SB;
 		/* waited for even where this warpgroup's keys see nothing of the
 		 * tile: it keeps the ring's phases in step */
-		bar_wait(barq + 8 * st, (it / NS) & 1);
+		bar_wait(barq + 8 * st, (it / NST) & 1);
 		if (HALF && !(live >> wg & 1)) {
 			/* This warpgroup's 64 keys see nothing of the tile (a causal
 			 * diagonal, a block-sparse or window edge): no S^T, dP^T,
@@ -748,7 +777,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			reg_fence(da);
 			__syncwarp();
 			if (it > 0 && lane == 0)
-				bar_arrive(bare + 8 * (st == 0 ? NS - 1 : st - 1));
+				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
 			nbar_sync(1, NT);
 			if constexpr (HD == 64)
 				continue;
@@ -779,7 +808,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			reg_fence(da);
 			__syncwarp();
 			if (it > 0 && lane == 0)
-				bar_arrive(bare + 8 * (st == 0 ? NS - 1 : st - 1));
+				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				const float2 l = lv[j];
@@ -975,6 +1004,7 @@ struct state {
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
+	int *q, qtotal;            /* args' (fuse_targets), with its two counters after q */
 	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
 	int skv;                   /* its sk, or 0 */
 };
@@ -1016,6 +1046,7 @@ static void fini(void *st)
 	dev_free(f->qtile);
 	dev_free(f->ktile);
 	dev_free(f->tgt);
+	dev_free(f->q);
 	free(f);
 }
 
@@ -1323,9 +1354,17 @@ static int fuse_targets(struct state *f, const struct plan *p, int mode)
 
 	if (tgt == NULL)
 		return KERN_ERR;
-	for (int r = 0; r < p->nrows; r++)
+	f->qtotal = 0;
+	for (int r = 0; r < p->nrows; r++) {
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
+		f->qtotal += tgt[r] > 0;
+	}
+	f->qtotal *= f->s.batch * (f->s.hq / f->mheads);
+	if (dev_alloc((void **)&f->q, ((size_t)f->qtotal + 2) * sizeof(int)) != 0) {
+		free(tgt);
+		return KERN_OOM;
+	}
 	f->fuse = mode;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
@@ -1392,12 +1431,6 @@ template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 	}
 }
 
-/* Shared memory of bwd's instantiation x (fuse: its own layout). */
-template <int HD> static int bwd_smem(int x)
-{
-	return x & 2 ? (int)lay_smem<HD, 2, true>::TOTAL : (int)lay_smem<HD>::TOTAL;
-}
-
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
 	cudaError_t e = cudaSuccess;
@@ -1409,7 +1442,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	}
 	fn[8] = bwd_fn<T, HD, true, false>(0);
 	for (int i = 0; i < 9 && e == cudaSuccess; i++)
-		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, bwd_smem<HD>(i % 4));
+		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
 	return e;
 }
 
@@ -1513,7 +1546,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	f->dqz = 0;             /* until this pass has left it zero again */
 	if (((!f->prepzero || ((f->fuse & 2) && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
-	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess))
+	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess) ||
+	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + 7) / 8), s->batch), 256, 0, st>>>(
 	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (int)s->sq, f->sqp, s->hq,
@@ -1532,6 +1566,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;
 	a.rev = f->rev;
 	a.fuse = f->fuse;
+	a.q = f->q;
+	a.qn = f->q + f->qtotal;
+	a.qtotal = f->qtotal;
 	a.cnt = f->sem;         /* the deterministic pass's counters, unused there */
 	a.dq = io->dq;
 	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
@@ -1540,13 +1577,14 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* k-tiles fastest: the CTAs in flight walk the q-heads of one kv-head,
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
-	dim3 grid(f->nitems, s->hkv, s->batch);
+	/* fuse: FCONV converting CTAs first */
+	dim3 grid(f->nitems + (f->fuse ? FCONV : 0), s->hkv, s->batch);
 	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0);
 	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
 	    bwd_fn<T, HD, false, false>(x);
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};
 	/* a launch error is the last error, which launched reads */
-	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, bwd_smem<HD>(f->det ? 0 : x), st);
+	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, lay_smem<HD>::TOTAL, st);
 	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
