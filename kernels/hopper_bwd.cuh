@@ -287,7 +287,7 @@ struct args {
 	 * order their counts completed; qn[0] the next slot to fill, qn[1] the
 	 * next to convert; qtotal tiles in all */
 	int *q, *qn;
-	int qtotal;
+	int qtotal, fconv;         /* fconv: the converting CTAs */
 	float sl, scale;
 };
 
@@ -502,8 +502,8 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_run(const
  * discards the lines from L2 (fuse 1: prep zeroes them again, so they
  * need never reach DRAM) or zeroes them (fuse 2: the workspace stays zero
  * between passes).  These CTAs hold their SMs for the whole pass, so that
- * the conversion runs beside the k-tiles' CTAs on the others. */
-enum { FCONV = 8 };
+ * the conversion runs beside the k-tiles' CTAs on the others; all their
+ * warps convert. */
 
 template <typename T, int HD, class A> static __device__ __forceinline__ void fin_conv(const A &a)
 {
@@ -579,12 +579,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
-	if (FUSE && blockIdx.x < FCONV) {
-		if (blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x < NT)
+	if (FUSE && (int)blockIdx.x < a.fconv) {
+		if (blockIdx.y == 0 && blockIdx.z == 0)
 			fin_conv<T, HD>(a);
 		return;
 	}
-	const int4 item = a.item[blockIdx.x - (FUSE ? FCONV : 0)];
+	const int4 item = a.item[blockIdx.x - (FUSE ? a.fconv : 0)];
 	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
 	T *tag = nullptr;
@@ -1004,7 +1004,7 @@ struct state {
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
-	int *q, qtotal;            /* args' (fuse_targets), with its two counters after q */
+	int *q, qtotal, fconv;     /* args' (fuse_targets), with its two counters after q */
 	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
 	int skv;                   /* its sk, or 0 */
 };
@@ -1366,6 +1366,8 @@ static int fuse_targets(struct state *f, const struct plan *p, int mode)
 		return KERN_OOM;
 	}
 	f->fuse = mode;
+	/* LONGATTN_HOPPER_BWD=conv4, conv16: converting CTAs (default 8) */
+	f->fconv = hb_env("conv4") ? 4 : hb_env("conv16") ? 16 : 8;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
 	free(tgt);
@@ -1569,6 +1571,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.q = f->q;
 	a.qn = f->q + f->qtotal;
 	a.qtotal = f->qtotal;
+	a.fconv = f->fconv;
 	a.cnt = f->sem;         /* the deterministic pass's counters, unused there */
 	a.dq = io->dq;
 	a.qtile = f->qtile; a.ktile = f->ktile; a.skv = f->skv > 0 ? f->skv : (int)s->sk;
@@ -1577,8 +1580,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	/* k-tiles fastest: the CTAs in flight walk the q-heads of one kv-head,
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
-	/* fuse: FCONV converting CTAs first */
-	dim3 grid(f->nitems + (f->fuse ? FCONV : 0), s->hkv, s->batch);
+	/* fuse: its converting CTAs first */
+	dim3 grid(f->nitems + (f->fuse ? f->fconv : 0), s->hkv, s->batch);
 	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0);
 	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
 	    bwd_fn<T, HD, false, false>(x);
