@@ -495,7 +495,7 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_run(const
 	}
 }
 
-/* fuse, the first FCONV CTAs' consumer threads: each warp takes the
+/* fuse, the first fconv CTAs (a.fconv): each warp takes the
  * queued tiles in turn, waits for one to be queued, and writes its real
  * rows of the fp32 workspace, scaled, into dq (U float4 loads a lane in
  * flight, from L2: the tile's last add came microseconds before); then
