@@ -1366,8 +1366,8 @@ static int fuse_targets(struct state *f, const struct plan *p, int mode)
 		return KERN_OOM;
 	}
 	f->fuse = mode;
-	/* LONGATTN_HOPPER_BWD=conv4, conv16: converting CTAs (default 8) */
-	f->fconv = hb_env("conv4") ? 4 : hb_env("conv16") ? 16 : 8;
+	/* LONGATTN_HOPPER_BWD=conv4, conv16, conv32: converting CTAs (default 8) */
+	f->fconv = hb_env("conv4") ? 4 : hb_env("conv16") ? 16 : hb_env("conv32") ? 32 : 8;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
 	free(tgt);
