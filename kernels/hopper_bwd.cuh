@@ -276,9 +276,10 @@ struct args {
 	const int2 *qtile, *ktile;
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
-	/* fuse (1: the converted workspace lines discarded from L2; 2:
-	 * written as zeros, so that prep need not zero them; 0: off): the CTA
-	 * whose count completes a dQ tile converts it into dq (no dq_out
+	/* fuse (bit 0: the converted workspace lines discarded from L2; bit
+	 * 1: written as zeros, so that prep need not zero them; 4 and 8:
+	 * fin_run's timing switches; 0: off): the count that completes a dQ
+	 * tile queues it, and the converting CTAs write it into dq (no dq_out
 	 * pass); per (b, hq, q-tile) the CTAs still to add (prep sets them) */
 	int fuse;
 	int *cnt;
@@ -1340,8 +1341,8 @@ static int items(struct state *f, const struct plan *p)
 
 /* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
  * conversion, not zeroed by prep): the CTA
- * whose count completes a dQ tile converts it into dq from L2, while its
- * consumers go on (fin_run), and there is no dq_out pass, which read the whole fp32
+ * whose count completes a dQ tile queues it (fin_run), converting CTAs
+ * write it into dq (fin_conv), and there is no dq_out pass, which read the whole fp32
  * workspace back from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
  * causal documents at 32K, whose main kernel took 4.0 ms: H100, ncu,
  * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
