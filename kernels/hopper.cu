@@ -86,6 +86,33 @@ template <int N> static __device__ __forceinline__ void wg_wait(void)
 #define WG_R64 WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
 	",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
 
+/* A shared-memory matrix descriptor (128-byte swizzle, groups of 8 rows
+ * 1024 bytes apart) as its low word: the address in 16-byte units (bits
+ * 0-13) and lbo, the bytes between 64-element blocks of an MN-major
+ * operand (bits 16-29; K-major operands ignore it).  A k-step's
+ * descriptor is its tile's low word plus the step's offset / 16: shared
+ * addresses stay below 256 KB, so the add never carries out of the
+ * address field, and with the tile's word in a uniform register a wgmma
+ * costs one add.  (Masking and shifting each address instead cost about
+ * eight instructions a wgmma, vector and uniform: NOTES, round 16.) */
+static __device__ __forceinline__ uint32_t dlo(uint32_t addr, uint32_t lbo)
+{
+	return addr >> 4 | lbo >> 4 << 16;
+}
+
+static __device__ __forceinline__ uint64_t dsc(uint32_t lo, uint32_t bytes)
+{
+	return (uint64_t)(1u << 30 | 1024 >> 4) << 32 | (lo + (bytes >> 4));
+}
+
+/* v as lane 0 has it: the compiler then knows it is warp-uniform (a
+ * warpgroup's index from threadIdx.x), and what is built from it (the
+ * descriptors) stays in uniform registers. */
+static __device__ __forceinline__ int warp_uniform(int v)
+{
+	return __shfl_sync(~0u, v, 0);
+}
+
 /* ex2.approx: exp2(-inf) = +0, which is what masked scores need. */
 static __device__ __forceinline__ float ex2(float x)
 {

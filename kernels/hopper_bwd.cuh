@@ -105,15 +105,6 @@ template <int N> static __device__ __forceinline__ void reg_fence(float (&d)[N])
 		asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
-/* Shared-memory matrix descriptor, 128-byte swizzle.  lbo: bytes between
- * 64-element blocks along M/N of an MN-major operand (unused K-major);
- * sbo: bytes between groups of 8 rows (1024 for a dense box). */
-static __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo)
-{
-	return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 |
-	    (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
-}
-
 /* wgmma m64nNk16, fp32 accumulators; ssN: A and B from shared memory
  * (TA/TB: 0 K-major, 1 M/N-major), rsN: A from registers.  acc == 0
  * overwrites d.  The first argument picks the element type. */
@@ -730,9 +721,14 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
+	/* the descriptors' low words of this warpgroup's keys: K and V K-major
+	 * (S^T, dP^T), K N-major (dQ) */
+	const int wgu = warp_uniform(wg);
+	const uint32_t k_d = dlo(s0 + M::K + wgu * 64 * 128, 16), v_d = dlo(s0 + M::V + wgu * 64 * 128, 16);
+	const uint32_t kn_d = dlo(s0 + M::K + (HD == 128 ? wgu * KBOX : wgu * 4 * 2048), 0);
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
-		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
+		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
 #pragma unroll
 		for (int i = 0; i < 32; i++)
 			s[i] = dp[i] = 0;
@@ -740,18 +736,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		reg_fence(dp);
 		wg_fence();
 #pragma unroll
-		for (int ks = 0; ks < KS; ks++) {
-			const uint32_t ko = (ks >> 2) * KBOX + wg * 64 * 128 + (ks & 3) * 32;
-			const uint32_t qo = (ks >> 2) * QBOX + (ks & 3) * 32;
-			ss64<0, 0>(tag, s, desc(s0 + M::K + ko, 16), desc(sQ + qo, 16), ks);
-		}
+		for (int ks = 0; ks < KS; ks++)
+			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), ks);
 		wg_commit();
 #pragma unroll
-		for (int ks = 0; ks < KS; ks++) {
-			const uint32_t ko = (ks >> 2) * KBOX + wg * 64 * 128 + (ks & 3) * 32;
-			const uint32_t qo = (ks >> 2) * QBOX + (ks & 3) * 32;
-			ss64<0, 0>(tag, dp, desc(s0 + M::V + ko, 16), desc(sO + qo, 16), ks);
-		}
+		for (int ks = 0; ks < KS; ks++)
+			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), ks);
 		wg_commit();
 	};
 
@@ -825,9 +815,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #pragma unroll
 			for (int kk = 0; kk < BQ / 16; kk++) {
 				if constexpr (HD == 128)
-					rs128<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+					rs128<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
 				else
-					rs64<1>(tag, dv, pa[kk], desc(sO + kk * 2048, QBOX), 1);
+					rs64<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
 			}
 			wg_commit();
 
@@ -873,15 +863,14 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < BK / 16; kk++)
-					ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kn_d, kk * 2048), 1);
 				wg_commit();
 			} else {
 				const uint32_t h = live == 2 ? 4 * 2048 : 0;
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 4; kk++)
-					ss64<1, 1>(tag, dq, desc(sS + h + kk * 2048, 0),
-					    desc(s0 + M::K + wg * KBOX + h + kk * 2048, 0), 1);
+					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), h + kk * 2048), dsc(kn_d, h + kk * 2048), 1);
 				wg_commit();
 			}
 		} else {
@@ -889,12 +878,11 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			if constexpr (HD == 128) {
 #pragma unroll
 				for (int kk = 0; kk < BK / 16; kk++)
-					ss64<1, 1>(tag, dq, desc(sS + kk * 2048, 0), desc(s0 + M::K + wg * KBOX + kk * 2048, 0), 1);
+					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kn_d, kk * 2048), 1);
 			} else {
 #pragma unroll
 				for (int kk = 0; kk < 4; kk++)
-					ss64<1, 1>(tag, dq, desc(sS + (wg * 4 + kk) * 2048, 0),
-					    desc(s0 + M::K + (wg * 4 + kk) * 2048, 0), 1);
+					ss64<1, 1>(tag, dq, dsc(dlo(sS + wg * 4 * 2048, 0), kk * 2048), dsc(kn_d, kk * 2048), 1);
 			}
 			wg_commit();
 		}
@@ -906,9 +894,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 #pragma unroll
 			for (int kk = 0; kk < BQ / 16; kk++) {
 				if constexpr (HD == 128)
-					rs128<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+					rs128<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
 				else
-					rs64<1>(tag, dk, da[kk], desc(sQ + kk * 2048, QBOX), 1);
+					rs64<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
 			}
 			wg_commit();
 			wg_wait<1>();

@@ -131,15 +131,6 @@ static __device__ __forceinline__ void tma4mc(uint32_t dst, const CUtensorMap *m
 	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask) : "memory");
 }
 
-/* A shared-memory matrix descriptor with 128-byte swizzle: lbo and sbo in
- * bytes (K-major: lbo unused, sbo = 8 rows of 128 bytes; N-major: lbo =
- * the distance between 64-element column blocks, sbo = 8 rows). */
-static __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-	return (uint64_t)((addr & 0x3ffff) >> 4) | (uint64_t)(lbo >> 4) << 16 |
-	    (uint64_t)(sbo >> 4) << 32 | 1ull << 62;
-}
-
 /* Keeps the compiler from moving accumulator reads or writes across the
  * asynchronous wgmma that owns them. */
 template <int N> static __device__ __forceinline__ void pin(float *d)
@@ -276,11 +267,11 @@ struct walk {
 template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 {
+	const uint32_t q_d = dlo(sq, 16), k_d = dlo(sk, 16);
 #pragma unroll
 	for (int ks = 0; ks < HD / 16; ks++) {
 		const uint32_t off = (ks & 3) * 32;
-		const uint64_t da = desc(sq + (ks >> 2) * BQ * 128 + off, 16, 1024),
-		    db = desc(sk + (ks >> 2) * KT * 128 + off, 16, 1024);
+		const uint64_t da = dsc(q_d, (ks >> 2) * BQ * 128 + off), db = dsc(k_d, (ks >> 2) * KT * 128 + off);
 		if (KT == 128)
 			ty<T>::ss(s, da, db, ks > 0);
 		else
@@ -293,9 +284,10 @@ static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
 {
+	const uint32_t v_d = dlo(sv, KT * 128);
 #pragma unroll
 	for (int kk = 0; kk < KT / 16; kk++) {
-		const uint64_t db = desc(sv + kk * 16 * 128, KT * 128, 1024);
+		const uint64_t db = dsc(v_d, kk * 16 * 128);
 		if (HD == 128)
 			ty<T>::rs128(o, p[kk], db);
 		else
@@ -651,7 +643,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	}
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
+	const int ct = tid - 128, cw = warp_uniform(ct >> 7), lane = tid & 31, warp = (ct >> 5) & 3;
 	/* this thread's two rows and its first key offset in a tile */
 	int qr[2];
 	qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
@@ -915,7 +907,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	}
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-	const int ct = tid - 128, cw = ct >> 7, lane = tid & 31, warp = (ct >> 5) & 3;
+	const int ct = tid - 128, cw = warp_uniform(ct >> 7), lane = tid & 31, warp = (ct >> 5) & 3;
 	const int rw0 = (PR ? 0 : cw * 64) + warp * 16 + (lane >> 2), kq = 2 * (lane & 3);
 	/* this consumer's q-head and first row in an item */
 	const int hw = PR ? cw : 0, rs = PR ? 0 : cw * 64;

@@ -274,8 +274,9 @@ sass)
 	awk '/Function :/ { f = $3; k[f] = 1 }
 	    /HMMA|HGMMA/ { h[f]++ } /HGMMA/ { w[f]++ } /UTMALDG|UBLKCP/ { t[f]++ } /LDSM/ { l[f]++ } /LDGSTS/ { g[f]++ } /LDL|STL/ { s[f]++ }
 	    /RED|ATOM/ { r[f]++ } /MUFU.EX2/ { e[f]++ }
-	    END { for (f in k) printf "%s MMA %d HGMMA %d TMA %d LDSM %d LDGSTS %d EX2 %d LDL+STL %d RED %d\n",
-	          f, h[f], w[f], t[f], l[f], g[f], e[f], s[f], r[f] }' "$OUT/$KERN.sass" | sort
+	    /^ *\/\*[0-9a-f]+\*\// { o = $2 ~ /^@/ ? $3 : $2; n[f]++; if (o ~ /^U/) u[f]++; if (o ~ /^R2UR/) q[f]++ }
+	    END { for (f in k) printf "%s MMA %d HGMMA %d TMA %d LDSM %d LDGSTS %d EX2 %d LDL+STL %d RED %d inst %d uniform %d R2UR %d\n",
+	          f, h[f], w[f], t[f], l[f], g[f], e[f], s[f], r[f], n[f], u[f], q[f] }' "$OUT/$KERN.sass" | sort
 	gzip -f "$OUT/$KERN.sass"
 	;;
 matrix)
