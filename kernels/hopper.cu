@@ -87,17 +87,18 @@ template <int N> static __device__ __forceinline__ void wg_wait(void)
 	",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
 
 /* A shared-memory matrix descriptor (128-byte swizzle, groups of 8 rows
- * 1024 bytes apart) as its low word: the address in 16-byte units (bits
- * 0-13) and lbo, the bytes between 64-element blocks of an MN-major
- * operand (bits 16-29; K-major operands ignore it).  A k-step's
- * descriptor is its tile's low word plus the step's offset / 16: shared
- * addresses stay below 256 KB, so the add never carries out of the
- * address field, and with the tile's word in a uniform register a wgmma
- * costs one add.  (Masking and shifting each address instead cost about
- * eight instructions a wgmma, vector and uniform: NOTES, round 16.) */
+ * 1024 bytes apart) as its low word: the address's low 18 bits in 16-byte
+ * units (bits 0-13; in a cluster the CTA's rank sits above them) and lbo,
+ * the bytes between 64-element blocks of an MN-major operand (bits 16-29;
+ * K-major operands ignore it).  A k-step's descriptor is its tile's low
+ * word plus the step's offset / 16: a CTA's shared memory is under 256
+ * KB, so the add never carries out of the address field, and with the
+ * tile's word in a uniform register a wgmma costs one add.  (Masking and
+ * shifting each k-step's address cost about eight instructions a wgmma,
+ * vector and uniform: NOTES, round 16.) */
 static __device__ __forceinline__ uint32_t dlo(uint32_t addr, uint32_t lbo)
 {
-	return addr >> 4 | lbo >> 4 << 16;
+	return (addr & 0x3ffff) >> 4 | lbo >> 4 << 16;
 }
 
 static __device__ __forceinline__ uint64_t dsc(uint32_t lo, uint32_t bytes)
