@@ -801,19 +801,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			if (it > 0 && lane == 0)
 				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
 #pragma unroll
-			for (int j = 0; j < 8; j++)
-#pragma unroll
-				for (int x = 0; x < 4; x++)
-					s[4 * j + x] = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -lv[j].y : -lv[j].x));
-			/* a whole tile's 32 selects skipped: 5 % of a step's
-			 * instructions on full masks */
-			if (ok != ~0u) {
-#pragma unroll
-				for (int i = 0; i < 32; i++)
-					s[i] = (ok >> i) & 1 ? s[i] : 0.f;
-			}
-#pragma unroll
 			for (int j = 0; j < 8; j++) {
+				const float2 l = lv[j];
+#pragma unroll
+				for (int x = 0; x < 4; x++) {
+					const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
+					s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
+				}
 				pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
 				pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
 			}
