@@ -345,7 +345,8 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk
 }
 
 /* Shared memory: K, V [HD/64][BK][64]; Q, dO [NST stages][HD/64][BQ][64];
- * dS^T [2][BK][BQ]; dQ of each warpgroup [2][2 boxes][BQ][32] fp32; L, D
+ * dS^T [2][BK][BQ]; dQ [HD / 32 boxes][BQ][32] fp32 (HD 128: consumer w's
+ * columns in boxes 2w, 2w + 1); L, D
  * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]; fuse: at CV the items
  * whose adds are released to the counting warp. */
 template <int HD> struct lay_smem {
@@ -353,7 +354,7 @@ template <int HD> struct lay_smem {
 	enum {
 		KB = BK * HD * 2, QB = BQ * HD * 2, SB = BK * BQ * 2,
 		K = 0, V = KB, Q = 2 * KB, O = 2 * KB + NST * QB, S = 2 * KB + 2 * NST * QB,
-		DQ = S + 2 * SB,        /* [2 warpgroups][2 boxes][BQ][32] fp32, 128-byte swizzle */
+		DQ = S + 2 * SB,        /* [4 boxes][BQ][32] fp32, 128-byte swizzle (HD 64: 2 used) */
 		L = DQ + 4 * BQ * 128, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
 		CV = BAR + 64,
 		TOTAL = CV + 16 + 1024      /* + alignment of the base to 1024 */
@@ -367,7 +368,9 @@ static __device__ __forceinline__ void bar_arrive(uint32_t bar)
 
 /* Named barriers: 1 both consumers (dS^T); DQF + w: consumer w's dQ is
  * staged; DQE + w: its staging boxes are free again (the reducing warp
- * and the 128 threads of consumer w). */
+ * and the 128 threads of consumer w).  HD 64: one consumer a tile stages
+ * the whole dQ, in turns, through DQF and DQE (barrier 1 orders the
+ * turns, so no generation mixes the two consumers). */
 enum { DQF = 2, DQE = 4, NDQ = 128 + 32 };
 
 /* fuse: the reducing warp releases its adds every FB items. */
@@ -562,7 +565,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 {
 	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
 	typedef lay_smem<HD> M;
-	constexpr int CB = HD / 64, KS = HD / 16;
+	constexpr int CB = HD / 64, KS = HD / 16, NCQ = HD / 64;   /* consumers that stage dQ a tile */
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
@@ -629,25 +632,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
 		} else if (wi == 1) {
-			/* dQ: each consumer's staged boxes added to the workspace by
-			 * TMA (HD 128: its 64 columns; HD 64: all 64, over its own
-			 * keys); the boxes are free once the reduction has read them.
+			/* dQ: the staged boxes of 32 columns added to the workspace
+			 * by TMA, consumer by consumer (HD 128: its 64 columns; HD
+			 * 64: one consumer's, all 64); the boxes are free once the
+			 * reduction has read them.
 			 * Deterministic: after the k-tiles before this one, and
 			 * published once the adds are complete. */
 #if HB_EVL
 			uint64_t pol;
 			asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
 #endif
-			nbar_arrive(DQE, NDQ);
-			nbar_arrive(DQE + 1, NDQ);
+			for (int x = 0; x < NCQ; x++)
+				nbar_arrive(DQE + x, NDQ);
 			int nit = 0;                        /* fuse: items done */
 			for (; more; more = --left > 0 && hb_next<QM>(w, a, hk, kt)) {
 				/* the rows of a q-tile past a gap add zeros (their scores
 				 * are all masked) */
 				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
-				/* HD 64: a warpgroup whose keys see nothing of the tile
-				 * stages nothing */
-				const int live = HALF && HD == 64 ? a.einf[w.e] & 3 : 3;
 				int *sem = nullptr;
 				if (DET && lane == 0) {
 					sem = a.sem + ((int64_t)b * a.hq + h) * a.nqt + w.t;
@@ -655,30 +656,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				}
 				__syncwarp();
 #pragma unroll
-				for (int x = 0; x < 2; x++) {
-					if (!(live >> x & 1))
-						continue;
+				for (int x = 0; x < NCQ; x++) {
 					nbar_sync(DQF + x, NDQ);
 					if (lane == 0) {
-						const uint32_t src = s0 + M::DQ + x * 2 * BQ * 128;
-						const int c0 = HD == 128 ? x * 64 : 0;
 #pragma unroll
-						for (int y = 0; y < 2 && !HB_NR; y++)
+						for (int y = 2 * x; y < 2 * x + 2 && !HB_NR; y++)
 #if HB_EVL
 							asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group.L2::cache_hint"
 							    " [%0, {%2, %3, %4, %5}], [%1], %6;"
-							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b), "l"(pol)
+							    :: "l"(&tdq), "r"(s0 + M::DQ + y * BQ * 128), "r"(32 * y), "r"(h), "r"(q0), "r"(b), "l"(pol)
 							    : "memory");
 #else
 							asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
 							    " [%0, {%2, %3, %4, %5}], [%1];"
-							    :: "l"(&tdq), "r"(src + y * BQ * 128), "r"(c0 + 32 * y), "r"(h), "r"(q0), "r"(b)
+							    :: "l"(&tdq), "r"(s0 + M::DQ + y * BQ * 128), "r"(32 * y), "r"(h), "r"(q0), "r"(b)
 							    : "memory");
 #endif
 						asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-						/* HD 64: both halves add to the same elements */
-						if (DET && HD == 64 && x == 0)
-							asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 					}
 					__syncwarp();
 				}
@@ -691,10 +685,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					}
 				}
 				__syncwarp();
-				if (live & 1)
-					nbar_arrive(DQE, NDQ);
-				if (live & 2)
-					nbar_arrive(DQE + 1, NDQ);
+				for (int x = 0; x < NCQ; x++)
+					nbar_arrive(DQE + x, NDQ);
 				if (FUSE && ++nit % FB == 0 && lane == 0 && !(a.fuse & 8))
 					fin_release(s0 + M::CV, nit);
 			}
@@ -725,7 +717,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	 * (S^T, dP^T), K N-major (dQ) */
 	const int wgu = warp_uniform(wg);
 	const uint32_t k_d = dlo(s0 + M::K + wgu * 64 * 128, 16), v_d = dlo(s0 + M::V + wgu * 64 * 128, 16);
-	const uint32_t kn_d = dlo(s0 + M::K + (HD == 128 ? wgu * KBOX : wgu * 4 * 2048), 0);
+	const uint32_t kq_d = dlo(s0 + M::K + (HD == 128 ? wgu * KBOX : 0), 0);
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
@@ -770,8 +762,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			if (it > 0 && lane == 0)
 				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
 			nbar_sync(1, NT);
-			if constexpr (HD == 64)
-				continue;
 		} else {
 			issue_sdp(st);
 
@@ -846,47 +836,37 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			nbar_sync(1, NT);
 		}
 
-		/* dQ = dS K: A = dS^T read M-major, over the keys of the halves
-		 * that see the tile.  HD 128: warpgroup wg takes columns 64wg..;
-		 * HD 64: its own 64 keys, every column (the two halves add in the
-		 * workspace). */
-		/* zeroed by the first k-step (scale-d 0), not by 32 moves: the
-		 * zeros below only keep the compiler's accounts */
+		/* dQ = dS K: A = dS^T read M-major, B = K N-major, over the keys
+		 * of the halves that see the tile.  HD 128: consumer wg takes
+		 * columns 64wg..; HD 64: one consumer a tile, in turns, all 64
+		 * columns over all 128 keys, so that L2 adds each dQ tile once,
+		 * not once a consumer (NCQ). */
+		const bool mine = HD == 128 || (it & 1) == wg;
+		const int kk0 = HALF && live == 2 ? 4 : 0;
 		float dq[32];
+		if (mine) {
+			/* zeroed by the first k-step (scale-d 0), not by 32 moves:
+			 * the zeros only keep the compiler's accounts */
 #pragma unroll
-		for (int i = 0; i < 32; i++)
-			dq[i] = 0;
-		reg_fence(dq);
-		if constexpr (HD == 128 && HALF) {
-			/* the live halves: both, or the one at h, each a group of
-			 * its own from fence to commit (a branch inside one group
-			 * made ptxas fence it again twice: C7519) */
-			if (live == 3) {
+			for (int i = 0; i < 32; i++)
+				dq[i] = 0;
+			reg_fence(dq);
+			/* the live halves: both, or one, each a group of its own
+			 * from fence to commit (a branch inside one group made
+			 * ptxas fence it again twice: C7519) */
+			if (!HALF || live == 3) {
 				wg_fence();
 #pragma unroll
-				for (int kk = 0; kk < BK / 16; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kn_d, kk * 2048), kk > 0);
+				for (int kk = 0; kk < 8; kk++)
+					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
 				wg_commit();
 			} else {
-				const uint32_t h = live == 2 ? 4 * 2048 : 0;
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 4; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), h + kk * 2048), dsc(kn_d, h + kk * 2048), kk > 0);
+					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
 				wg_commit();
 			}
-		} else {
-			wg_fence();
-			if constexpr (HD == 128) {
-#pragma unroll
-				for (int kk = 0; kk < BK / 16; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kn_d, kk * 2048), kk > 0);
-			} else {
-#pragma unroll
-				for (int kk = 0; kk < 4; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS + wg * 4 * 2048, 0), kk * 2048), dsc(kn_d, kk * 2048), kk > 0);
-			}
-			wg_commit();
 		}
 		if (!HALF || live >> wg & 1) {
 			/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major)
@@ -905,7 +885,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		} else {
 			wg_wait<0>();
 		}
-		reg_fence(dq);
+		/* dV, which read P^T from pa, is retired by now */
+		reg_fence(pa);
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one
@@ -913,10 +894,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * lanes (rows g..g+3) at a time: odd rows store column group
 		 * j^2 when even ones store j, so that each half-warp hits 32
 		 * distinct banks (ncu: 2 wavefronts a half-warp before). */
-		{
-			const uint32_t sq0 = s0 + M::DQ + wg * 2 * BQ * 128;
+		if (mine) {
+			const int x = HD == 128 ? wg : 0;
+			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
 			const int odd = g & 1;
-			nbar_sync(DQE + wg, NDQ);
+			reg_fence(dq);
+			nbar_sync(DQE + x, NDQ);
 #pragma unroll
 			for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -929,10 +912,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
 				}
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-			nbar_arrive(DQF + wg, NDQ);
+			nbar_arrive(DQF + x, NDQ);
 		}
 		reg_fence(dv);
-		reg_fence(pa);
 	}
 	wg_wait<0>();
 	reg_fence(dk);
