@@ -20,7 +20,8 @@
 #   kern.sh bench      kbench -k $KERN$WITH on full and causal at 8K-32K and
 #                      $KERN on every other pattern at 32K (64:8, hd 128, bf16)
 #   kern.sh sass       instruction counts per kernel from cuobjdump (HMMA,
-#                      LDSM, LDGSTS, local-memory spills, reductions)
+#                      LDSM, LDGSTS, local-memory spills, reductions; all
+#                      of them, the uniform datapath's, R2UR)
 #   kern.sh matrix     the paper's matrix: every pattern x S in 1..48K,
 #                      fwd and bwd, $KERN$WITH ($MXW warm-up, $MXN timed)
 #   kern.sh ab         an A/B of the kernel's switches: AB="NAME=ENV ..."
