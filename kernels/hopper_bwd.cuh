@@ -76,6 +76,11 @@ enum { PH = 256 };
 #ifndef HB_EVL
 #define HB_EVL 0
 #endif
+/* HB_DQ1: at hd 128 too, one consumer a tile computes dQ (m64n128, dK
+ * issued first), as at hd 64 (round 16; an A/B switch while measured) */
+#ifndef HB_DQ1
+#define HB_DQ1 0
+#endif
 #ifndef HB_PREG
 #define HB_PREG "24"
 #define HB_CREG "240"
@@ -565,7 +570,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 {
 	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
 	typedef lay_smem<HD> M;
-	constexpr int CB = HD / 64, KS = HD / 16, NCQ = HD / 64;   /* consumers that stage dQ a tile */
+	/* ONE: one consumer a tile computes and stages the whole dQ; NCQ
+	 * consumers stage a tile's dQ, BPX boxes of 32 columns each */
+	constexpr bool ONE = HD == 64 || HB_DQ1;
+	constexpr int CB = HD / 64, KS = HD / 16, NCQ = ONE ? 1 : 2, BPX = HD / 32 / NCQ;
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
@@ -660,7 +668,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					nbar_sync(DQF + x, NDQ);
 					if (lane == 0) {
 #pragma unroll
-						for (int y = 2 * x; y < 2 * x + 2 && !HB_NR; y++)
+						for (int y = BPX * x; y < BPX * (x + 1) && !HB_NR; y++)
 #if HB_EVL
 							asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group.L2::cache_hint"
 							    " [%0, {%2, %3, %4, %5}], [%1], %6;"
@@ -717,7 +725,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	 * (S^T, dP^T), K N-major (dQ) */
 	const int wgu = warp_uniform(wg);
 	const uint32_t k_d = dlo(s0 + M::K + wgu * 64 * 128, 16), v_d = dlo(s0 + M::V + wgu * 64 * 128, 16);
-	const uint32_t kq_d = dlo(s0 + M::K + (HD == 128 ? wgu * KBOX : 0), 0);
+	const uint32_t kq_d = ONE ? dlo(s0 + M::K, HD == 128 ? KBOX : 0) : dlo(s0 + M::K + wgu * KBOX, 0);
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
@@ -841,37 +849,40 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * columns 64wg..; HD 64: one consumer a tile, in turns, all 64
 		 * columns over all 128 keys, so that L2 adds each dQ tile once,
 		 * not once a consumer (NCQ). */
-		const bool mine = HD == 128 || (it & 1) == wg;
+		const bool mine = !ONE || (it & 1) == wg;
 		const int kk0 = HALF && live == 2 ? 4 : 0;
-		float dq[32];
-		if (mine) {
-			/* zeroed by the first k-step (scale-d 0), not by 32 moves:
-			 * the zeros only keep the compiler's accounts */
+		float dq[ONE ? HD / 2 : 32];
+		/* zeroed by the first k-step (scale-d 0), not by moves: the
+		 * zeros only keep the compiler's accounts.  The live halves:
+		 * both, or one, each a group of its own from fence to commit (a
+		 * branch inside one group made ptxas fence it again twice: C7519) */
+		auto issue_dq = [&]() {
 #pragma unroll
-			for (int i = 0; i < 32; i++)
+			for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
 				dq[i] = 0;
 			reg_fence(dq);
-			/* the live halves: both, or one, each a group of its own
-			 * from fence to commit (a branch inside one group made
-			 * ptxas fence it again twice: C7519) */
 			if (!HALF || live == 3) {
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 8; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
+					if constexpr (ONE && HD == 128)
+						ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
+					else
+						ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
 				wg_commit();
 			} else {
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 4; kk++)
-					ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
+					if constexpr (ONE && HD == 128)
+						ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
+					else
+						ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
 				wg_commit();
 			}
-		}
-		if (!HALF || live >> wg & 1) {
-			/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major)
-			 * after dQ, so that it runs while dQ is staged and on under
-			 * the next tile's S^T and dP^T */
+		};
+		/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major) */
+		auto issue_dk = [&]() {
 			wg_fence();
 #pragma unroll
 			for (int kk = 0; kk < BQ / 16; kk++) {
@@ -881,12 +892,35 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					rs64<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
 			}
 			wg_commit();
-			wg_wait<1>();
+		};
+		if constexpr (ONE && HD == 128) {
+			/* dK first: once it and dV are issued and dV has retired,
+			 * P^T's registers are free for dq's 64 */
+			if (!HALF || live >> wg & 1) {
+				issue_dk();
+				wg_wait<1>();
+			} else {
+				wg_wait<0>();
+			}
+			reg_fence(pa);
+			if (mine) {
+				issue_dq();
+				wg_wait<0>();
+			}
 		} else {
-			wg_wait<0>();
+			/* dK after dQ, so that it runs while dQ is staged and on
+			 * under the next tile's S^T and dP^T */
+			if (mine)
+				issue_dq();
+			if (!HALF || live >> wg & 1) {
+				issue_dk();
+				wg_wait<1>();
+			} else {
+				wg_wait<0>();
+			}
+			/* dV, which read P^T from pa, is retired by now */
+			reg_fence(pa);
 		}
-		/* dV, which read P^T from pa, is retired by now */
-		reg_fence(pa);
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one
@@ -895,13 +929,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * j^2 when even ones store j, so that each half-warp hits 32
 		 * distinct banks (ncu: 2 wavefronts a half-warp before). */
 		if (mine) {
-			const int x = HD == 128 ? wg : 0;
+			const int x = ONE ? 0 : wg;
 			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
 			const int odd = g & 1;
 			reg_fence(dq);
 			nbar_sync(DQE + x, NDQ);
 #pragma unroll
-			for (int j = 0; j < 8; j++)
+			for (int j = 0; j < (ONE ? HD / 8 : 8); j++)
 #pragma unroll
 				for (int rr = 0; rr < 2; rr++) {
 					const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
