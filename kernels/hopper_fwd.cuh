@@ -458,23 +458,6 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 	}
 }
 
-/* O *= alpha row by row, skipped where no row of the warp moved its max
- * (alpha 1: the product is O itself, bit for bit).  On long rows that is
- * most tiles, and the 64 multiplies are an eighth of a tile's
- * instructions (SASS, NOTES round 16). */
-template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
-{
-	if (!__any_sync(~0u, alpha[0] != 1.f || alpha[1] != 1.f))
-		return;
-#pragma unroll
-	for (int j = 0; j < HD / 8; j++) {
-		o[4 * j] *= alpha[0];
-		o[4 * j + 1] *= alpha[0];
-		o[4 * j + 2] *= alpha[1];
-		o[4 * j + 3] *= alpha[1];
-	}
-}
-
 /* The accumulator of a 16-key slab is the A fragment of m64nNk16. */
 template <typename T, int KT = BK> static __device__ __forceinline__ void to_p(uint32_t (*p)[4], const float *s)
 {
@@ -734,7 +717,13 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pin<BK / 16>(p);
 		if (lane == 0 && (CL == 1 || it - 1 < nrel))
 			release<CL>(bEV + 8 * pst, peer);
-		rescale<HD>(o, alpha);
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
 		to_p<T>(p, s);
 		pst = st;
 		pph = ph;
@@ -1028,7 +1017,13 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
-		rescale<HD>(o, alpha);
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
 		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
