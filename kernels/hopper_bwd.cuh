@@ -893,33 +893,24 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 			wg_commit();
 		};
-		if constexpr (ONE && HD == 128) {
-			/* dK first: once it and dV are issued and dV has retired,
-			 * P^T's registers are free for dq's 64 */
-			if (!HALF || live >> wg & 1) {
-				issue_dk();
-				wg_wait<1>();
-			} else {
-				wg_wait<0>();
-			}
-			reg_fence(pa);
-			if (mine) {
-				issue_dq();
-				wg_wait<0>();
-			}
+		/* dK after dQ, so that it runs while dQ is staged and on under
+		 * the next tile's S^T and dP^T.  ONE at hd 128 (HB_DQ1): dK
+		 * first, so that P^T's registers are free for dq's 64 once dV
+		 * has retired. */
+		constexpr bool DKFIRST = ONE && HD == 128;
+		if (!DKFIRST && mine)
+			issue_dq();
+		if (!HALF || live >> wg & 1) {
+			issue_dk();
+			wg_wait<1>();
 		} else {
-			/* dK after dQ, so that it runs while dQ is staged and on
-			 * under the next tile's S^T and dP^T */
-			if (mine)
-				issue_dq();
-			if (!HALF || live >> wg & 1) {
-				issue_dk();
-				wg_wait<1>();
-			} else {
-				wg_wait<0>();
-			}
-			/* dV, which read P^T from pa, is retired by now */
-			reg_fence(pa);
+			wg_wait<0>();
+		}
+		/* dV, which read P^T from pa, is retired by now */
+		reg_fence(pa);
+		if (DKFIRST && mine) {
+			issue_dq();
+			wg_wait<0>();
 		}
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
