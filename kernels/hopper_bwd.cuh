@@ -351,9 +351,9 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk
 
 /* Shared memory: K, V [HD/64][BK][64]; Q, dO [NST stages][HD/64][BQ][64];
  * dS^T [2][BK][BQ]; dQ [HD / 32 boxes][BQ][32] fp32 (HD 128: consumer w's
- * columns in boxes 2w, 2w + 1); L, D
- * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]; fuse: at CV the items
- * whose adds are released to the counting warp. */
+ * columns in boxes 2w, 2w + 1); L, D [NST][BQ]; mbarriers: K/V,
+ * full[NST], empty[NST]; fuse: at CV the items whose adds are released to
+ * the counting warp. */
 template <int HD> struct lay_smem {
 	static_assert(8 + 16 * NST <= 64, "mbarriers past BAR's 64 bytes");
 	enum {
@@ -504,7 +504,6 @@ template <bool QM, class A> static __device__ __forceinline__ void fin_run(const
  * between passes).  These CTAs hold their SMs for the whole pass, so that
  * the conversion runs beside the k-tiles' CTAs on the others; all their
  * warps convert. */
-
 template <typename T, int HD, class A> static __device__ __forceinline__ void fin_conv(const A &a)
 {
 	constexpr int C4 = HD / 4, RW = 32 / C4, U = 16;     /* float4 a row, rows a warp-wide load */
@@ -722,7 +721,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 	float s[32], dp[32];
 	/* the descriptors' low words of this warpgroup's keys: K and V K-major
-	 * (S^T, dP^T), K N-major (dQ) */
+	 * (S^T, dP^T), K N-major (dQ).  wgu, not wg: taking wg itself through
+	 * the shuffle spilled 24 bytes (the kernel's other uses of it). */
 	const int wgu = warp_uniform(wg);
 	const uint32_t k_d = dlo(s0 + M::K + wgu * 64 * 128, 16), v_d = dlo(s0 + M::V + wgu * 64 * 128, 16);
 	const uint32_t kq_d = ONE ? dlo(s0 + M::K, HD == 128 ? KBOX : 0) : dlo(s0 + M::K + wgu * KBOX, 0);
@@ -856,6 +856,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * zeros only keep the compiler's accounts.  The live halves:
 		 * both, or one, each a group of its own from fence to commit (a
 		 * branch inside one group made ptxas fence it again twice: C7519) */
+		auto dq_step = [&](int kk, int acc) {
+			if constexpr (ONE && HD == 128)
+				ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), acc);
+			else
+				ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), acc);
+		};
 		auto issue_dq = [&]() {
 #pragma unroll
 			for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
@@ -865,19 +871,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 8; kk++)
-					if constexpr (ONE && HD == 128)
-						ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
-					else
-						ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
+					dq_step(kk, kk > 0);
 				wg_commit();
 			} else {
 				wg_fence();
 #pragma unroll
 				for (int kk = 0; kk < 4; kk++)
-					if constexpr (ONE && HD == 128)
-						ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
-					else
-						ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), (kk0 + kk) * 2048), dsc(kq_d, (kk0 + kk) * 2048), kk > 0);
+					dq_step(kk0 + kk, kk > 0);
 				wg_commit();
 			}
 		};
@@ -1337,10 +1337,10 @@ static int items(struct state *f, const struct plan *p)
 }
 
 /* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
- * conversion, not zeroed by prep): the CTA
- * whose count completes a dQ tile queues it (fin_run), converting CTAs
- * write it into dq (fin_conv), and there is no dq_out pass, which read the whole fp32
- * workspace back from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
+ * conversion, not zeroed by prep): the CTA whose count completes a dQ
+ * tile queues it (fin_run), converting CTAs write it into dq (fin_conv),
+ * and there is no dq_out pass, which read the whole fp32 workspace back
+ * from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
  * causal documents at 32K, whose main kernel took 4.0 ms: H100, ncu,
  * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
  * plan p, the k-tiles that add to its q-tile: every (k-tile, q-tile,
