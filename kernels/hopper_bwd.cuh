@@ -76,11 +76,6 @@ enum { PH = 256 };
 #ifndef HB_EVL
 #define HB_EVL 0
 #endif
-/* HB_DQ1: at hd 128 too, one consumer a tile computes dQ (m64n128, dK
- * issued first), as at hd 64 (round 16; an A/B switch while measured) */
-#ifndef HB_DQ1
-#define HB_DQ1 0
-#endif
 #ifndef HB_PREG
 #define HB_PREG "24"
 #define HB_CREG "240"
@@ -332,7 +327,8 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_start(bwal
 	return true;
 }
 
-template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
+/* E: entry w.e (bwalk_next's) */
+template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt, const plan_ent &E)
 {
 	if (QM) {
 		w.gi = w.gi + 1 < a.group ? w.gi + 1 : 0;
@@ -340,13 +336,18 @@ template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk
 			return true;
 	}
 	if (!a.rev && !QM)
-		return bwalk_next(w, a, hk, kt);
-	if (--w.t >= a.ent[w.e].t0)
+		return bwalk_next(w, a, hk, kt, E);
+	if (--w.t >= E.t0)
 		return true;
 	if (--w.e < w.e1)
 		return false;
 	w.t = a.ent[w.e].t1 - 1;
 	return true;
+}
+
+template <bool QM, class A> static __device__ __forceinline__ bool hb_next(bwalk &w, const A &a, int hk, int kt)
+{
+	return hb_next<QM>(w, a, hk, kt, a.ent[w.e]);
 }
 
 /* Shared memory: K, V [HD/64][BK][64]; Q, dO [NST stages][HD/64][BQ][64];
@@ -571,7 +572,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	typedef lay_smem<HD> M;
 	/* ONE: one consumer a tile computes and stages the whole dQ; NCQ
 	 * consumers stage a tile's dQ, BPX boxes of 32 columns each */
-	constexpr bool ONE = HD == 64 || HB_DQ1;
+	constexpr bool ONE = HD == 64;
 	constexpr int CB = HD / 64, KS = HD / 16, NCQ = ONE ? 1 : 2, BPX = HD / 32 / NCQ;
 	constexpr uint32_t KBOX = BK * 128, QBOX = BQ * 128;    /* bytes of one 64-column box */
 	extern __shared__ unsigned char smraw[];
@@ -725,7 +726,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	 * the shuffle spilled 24 bytes (the kernel's other uses of it). */
 	const int wgu = warp_uniform(wg);
 	const uint32_t k_d = dlo(s0 + M::K + wgu * 64 * 128, 16), v_d = dlo(s0 + M::V + wgu * 64 * 128, 16);
-	const uint32_t kq_d = ONE ? dlo(s0 + M::K, HD == 128 ? KBOX : 0) : dlo(s0 + M::K + wgu * KBOX, 0);
+	const uint32_t kq_d = dlo(s0 + M::K + (ONE ? 0 : wgu * KBOX), 0);
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
@@ -753,7 +754,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
 		const int live = HALF ? a.einf[cur.e] & 3 : 3;
-		more = --left > 0 && hb_next<QM>(w, a, hk, kt);
+		/* the walk's next step (more) once the products are issued:
+		 * before them, its compare waited on E's load from L2 (ncu: 5 %
+		 * of the consumers' stall samples).  HALF's branch waits on
+		 * einf's load anyway, and there the later step spilled more. */
+		if (HALF)
+			more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
 		const uint32_t sS = s0 + M::S + ds * M::SB;
 		/* waited for even where this warpgroup's keys see nothing of the
@@ -772,6 +778,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			nbar_sync(1, NT);
 		} else {
 			issue_sdp(st);
+			if (!HALF)
+				more = --left > 0 && hb_next<QM>(w, a, hk, kt, E);
 
 			/* Partial tiles: the allowed scores, while the products run. */
 			uint32_t ok = kvalid;
@@ -853,20 +861,16 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const int kk0 = HALF && live == 2 ? 4 : 0;
 		float dq[ONE ? HD / 2 : 32];
 		/* zeroed by the first k-step (scale-d 0), not by moves: the
-		 * zeros only keep the compiler's accounts.  The live halves:
-		 * both, or one, each a group of its own from fence to commit (a
-		 * branch inside one group made ptxas fence it again twice: C7519) */
+		 * zeros only keep the compiler's accounts, and are made on both
+		 * consumers, mine or not (defined on one path only, an m64n128
+		 * dq's registers stayed live around the loop: 580 bytes of
+		 * spill, NOTES round 17).  The live halves: both, or one, each a
+		 * group of its own from fence to commit (a branch inside one
+		 * group made ptxas fence it again twice: C7519) */
 		auto dq_step = [&](int kk, int acc) {
-			if constexpr (ONE && HD == 128)
-				ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), acc);
-			else
-				ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), acc);
+			ss64<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), acc);
 		};
 		auto issue_dq = [&]() {
-#pragma unroll
-			for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
-				dq[i] = 0;
-			reg_fence(dq);
 			if (!HALF || live == 3) {
 				wg_fence();
 #pragma unroll
@@ -894,11 +898,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			wg_commit();
 		};
 		/* dK after dQ, so that it runs while dQ is staged and on under
-		 * the next tile's S^T and dP^T.  ONE at hd 128 (HB_DQ1): dK
-		 * first, so that P^T's registers are free for dq's 64 once dV
-		 * has retired. */
-		constexpr bool DKFIRST = ONE && HD == 128;
-		if (!DKFIRST && mine)
+		 * the next tile's S^T and dP^T */
+#pragma unroll
+		for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
+			dq[i] = 0;
+		reg_fence(dq);
+		if (mine)
 			issue_dq();
 		if (!HALF || live >> wg & 1) {
 			issue_dk();
@@ -908,10 +913,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 		/* dV, which read P^T from pa, is retired by now */
 		reg_fence(pa);
-		if (DKFIRST && mine) {
-			issue_dq();
-			wg_wait<0>();
-		}
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one

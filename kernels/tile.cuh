@@ -153,10 +153,12 @@ static __device__ __forceinline__ bool bwalk_seek(bwalk &w, const A &a, int hk, 
 	return false;
 }
 
+/* E: entry w.e, where the caller has it loaded already (hopper's bwd:
+ * a load here put an L2 round trip before its next products) */
 template <class A>
-static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, int kt)
+static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, int kt, const plan_ent &E)
 {
-	if (++w.t < a.ent[w.e].t1)
+	if (++w.t < E.t1)
 		return true;
 	if (++w.e < w.e1) {
 		w.t = a.ent[w.e].t0;
@@ -164,6 +166,12 @@ static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, 
 	}
 	w.gi++;
 	return bwalk_row(w, a, hk, kt);
+}
+
+template <class A>
+static __device__ __forceinline__ bool bwalk_next(bwalk &w, const A &a, int hk, int kt)
+{
+	return bwalk_next(w, a, hk, kt, a.ent[w.e]);
 }
 
 /* Four fp32 accumulator values, scaled, as four 16-bit ones. */
