@@ -1049,8 +1049,9 @@ static void fini(void *st)
 	free(f);
 }
 
-/* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of asc
- * (head_items' walks from the first q-tile up, not down), ph1 (head_items at
+/* LONGATTN_HOPPER_BWD, for A/B runs: a comma-separated list of asc and
+ * desc (head_items' walks from the first q-tile up, or from the last
+ * down, whatever the rows' lengths), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), noph (head_items never), seg,
  * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad
@@ -1252,7 +1253,7 @@ static int row_len(const struct plan *p, int kt)
  * prologue and a slot add a short walk).  1 if it made the list, 0 when the plan does not qualify,
  * -1 out of memory. */
 static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *nitems,
-    int32_t **slotktp, int *nslots)
+    int32_t **slotktp, int *nslots, int *equal)
 {
 	const int n = p->nkt, group = f->s.hq / f->s.hkv;
 	int4 *item;
@@ -1305,6 +1306,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	*nitems = m * group;
 	*slotktp = slotkt;
 	*nslots = n;
+	*equal = lmin == lmax;
 	return 1;
 }
 
@@ -1313,7 +1315,8 @@ static int items(struct state *f, const struct plan *p)
 {
 	int4 *item;
 	int32_t *slotkt;
-	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots);
+	int equal = 0;
+	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots, &equal);
 
 	if (rc < 0)
 		return KERN_ERR;
@@ -1321,11 +1324,13 @@ static int items(struct state *f, const struct plan *p)
 		f->qm = hb_qm(f, p);
 		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
 	} else {
-		/* from the last q-tile down: a first wave of one q-head's CTAs
-		 * reads one Q/dO tile and reduces into one dQ tile at a time
-		 * (causal 8K +1-5 % on both devices, longer causal +0.2-0.9 %,
-		 * full level: NOTES rounds 5 and 9) */
-		f->rev = !hb_env("asc");
+		/* rows of different lengths (causal) from the last q-tile down:
+		 * a first wave of one q-head's CTAs reads one Q/dO tile and
+		 * reduces into one dQ tile at a time (causal 8K +1-5 % on both
+		 * devices, longer causal +0.2-0.9 %: NOTES rounds 5 and 9);
+		 * rows all alike (full) from the first up (H100, full 128K
+		 * +5.5 %, the L2 keeping more of the dQ workspace: round 17) */
+		f->rev = hb_env("desc") || (!equal && !hb_env("asc"));
 		rc = KERN_OK;
 	}
 	if (rc != KERN_OK)
