@@ -145,6 +145,13 @@ check)
 	# causal rows of 128 q-tiles: hopper's bwd runs a CTA per (k-tile, q-head)
 	gen causal 8192
 	kb "per-head fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.8192.amask
+	# its walks go up rows all alike (full) and down rows that differ
+	# (causal): each forced the other way
+	force "" ph1,desc
+	kb "per-head desc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask
+	force "" ph1,asc
+	kb "per-head asc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal.1000.amask
+	force "" ""
 	# a document of 12K tokens beside one of 1K: rows of 192 q-tiles that
 	# end before the last, a CTA per (k-tile, q-head) too (hopper's PHW)
 	printf 'len\n12288\n1024\n' >"$M/doc12k.len"
