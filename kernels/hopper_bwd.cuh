@@ -897,12 +897,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 			wg_commit();
 		};
-		/* dK after dQ, so that it runs while dQ is staged and on under
-		 * the next tile's S^T and dP^T */
 #pragma unroll
 		for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
 			dq[i] = 0;
 		reg_fence(dq);
+		/* dK after dQ, so that it runs while dQ is staged and on under
+		 * the next tile's S^T and dP^T */
 		if (mine)
 			issue_dq();
 		if (!HALF || live >> wg & 1) {
@@ -1250,10 +1250,11 @@ static int row_len(const struct plan *p, int kt)
  * and dQ tiles, which then leave L2; one q-head a CTA keeps them on one
  * (H100, round 4: causal 8K-128K +2.6-6%, full 16K-128K +0-1.3%; on equal
  * rows of 128 q-tiles, full 8K, -1.5%, of 32, 2K, -3..-5%: a K/V load, a
- * prologue and a slot add a short walk).  1 if it made the list, 0 when the plan does not qualify,
- * -1 out of memory. */
+ * prologue and a slot add a short walk); f->rev, the way its walks go.
+ * 1 if it made the list, 0 when the plan does not qualify, -1 out of
+ * memory. */
 static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *nitems,
-    int32_t **slotktp, int *nslots, int *equal)
+    int32_t **slotktp, int *nslots)
 {
 	const int n = p->nkt, group = f->s.hq / f->s.hkv;
 	int4 *item;
@@ -1306,7 +1307,13 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	*nitems = m * group;
 	*slotktp = slotkt;
 	*nslots = n;
-	*equal = lmin == lmax;
+	/* rows of different lengths (causal) from the last q-tile down: a
+	 * first wave of one q-head's CTAs reads one Q/dO tile and reduces
+	 * into one dQ tile at a time (causal 8K +1-5 % on both devices,
+	 * longer causal +0.2-0.9 %: NOTES rounds 5 and 9); rows all alike
+	 * (full) from the first up (H100, full 128K +5.5 %, the L2 keeping
+	 * more of the dQ workspace: round 17) */
+	f->rev = hb_env("desc") || (lmin < lmax && !hb_env("asc"));
 	return 1;
 }
 
@@ -1315,8 +1322,7 @@ static int items(struct state *f, const struct plan *p)
 {
 	int4 *item;
 	int32_t *slotkt;
-	int equal = 0;
-	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots, &equal);
+	int rc = head_items(f, p, &item, &f->nitems, &slotkt, &f->nslots);
 
 	if (rc < 0)
 		return KERN_ERR;
@@ -1324,13 +1330,6 @@ static int items(struct state *f, const struct plan *p)
 		f->qm = hb_qm(f, p);
 		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
 	} else {
-		/* rows of different lengths (causal) from the last q-tile down:
-		 * a first wave of one q-head's CTAs reads one Q/dO tile and
-		 * reduces into one dQ tile at a time (causal 8K +1-5 % on both
-		 * devices, longer causal +0.2-0.9 %: NOTES rounds 5 and 9);
-		 * rows all alike (full) from the first up (H100, full 128K
-		 * +5.5 %, the L2 keeping more of the dQ workspace: round 17) */
-		f->rev = hb_env("desc") || (!equal && !hb_env("asc"));
 		rc = KERN_OK;
 	}
 	if (rc != KERN_OK)
