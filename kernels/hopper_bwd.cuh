@@ -1,8 +1,8 @@
 /* hopper's bwd pass (namespace hb): FlashAttention-3 style, sm_90a.
  *
- * D = rowsum(dO*O) first, with the LSE copied beside it into padded rows of
- * a multiple of 64 (LSE*log2e, +inf where a row allows nothing or lies past
- * sq, so that P = exp2(S*scale*log2e - L) is 0 there without a mask).  The
+ * D = rowsum(dO*O) first, with L = LSE/scale beside it in padded rows of a
+ * multiple of 64 (+inf where a row allows nothing or lies past sq, so that
+ * P = exp2((S - L)*scale*log2e) is 0 there without a mask).  The
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
@@ -21,8 +21,9 @@
  * next tiles loading while this one runs.  S^T and dP^T are separate
  * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
- *   S^T = K Q^T and dP^T = V dO^T (both operands in shared memory);
- *   P^T = exp2(S^T*sl - L), dS^T = P^T (dP^T - D), in registers in exactly
+ *   S^T - L = K Q^T - L and dP^T - D = V dO^T - D (both operands in
+ *   shared memory; the accumulators start at -L and -D);
+ *   P^T = exp2((S^T - L)*sl), dS^T = P^T (dP^T - D), in registers in exactly
  *   the A-operand layout the next products need;
  *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
  *   transposed from the same shared tiles);
@@ -164,9 +165,10 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
 
 /* ---- small kernels --------------------------------------------------------- */
 
-/* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, rows padded to sqp:
- * one warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf
- * gets L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
+/* -D[b][h][q] = -sum_d dO*O and -L[b][h][q] = -lse/scale (negated: the
+ * accumulators of S^T and dP^T start from them), rows padded to sqp: one
+ * warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf gets
+ * L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
  * padded row, read from its real one; rows in gaps are rows past sq.
  * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
  * every real row is one warp's), in the pass that reads O and dO, instead
@@ -177,7 +179,7 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
  * first row sets the tile's count in cnt to its target, which the k-tiles'
  * adds count down. */
 template <typename T, int HD>
-__global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L,
+__global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L, float rscale,
     int sq, int sqp, int hq, const int2 *qtile, float *dqa,
     T *dq, const int32_t *tgt, int mgroup, int *cnt)
 {
@@ -234,8 +236,8 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
 		const float l = r >= 0 ? lse[(b * hq + h) * sq + r] : -INFINITY;
-		D[dst] = sum;
-		L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+		D[dst] = -sum;
+		L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
 	}
 }
 
@@ -730,19 +732,31 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
+		/* The accumulators start at -L and -D, not 0, so that the products
+		 * deliver S^T - L and dP^T - D: between their wait and the
+		 * exponentials there is no load left (ncu, round 17: the exp2's
+		 * FFMAs waited on L's shared loads, issued just before the wait,
+		 * and those on an S2R of the lane's offset) and no subtraction.
+		 * Here the loads run under the last tile's dK product. */
+		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 #pragma unroll
-		for (int i = 0; i < 32; i++)
-			s[i] = dp[i] = 0;
+		for (int j = 0; j < 8; j++) {
+			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
+			s[4 * j] = s[4 * j + 2] = l.x;
+			s[4 * j + 1] = s[4 * j + 3] = l.y;
+			dp[4 * j] = dp[4 * j + 2] = d.x;
+			dp[4 * j + 1] = dp[4 * j + 3] = d.y;
+		}
 		reg_fence(s);
 		reg_fence(dp);
 		wg_fence();
 #pragma unroll
 		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), ks);
+			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
 		wg_commit();
 #pragma unroll
 		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), ks);
+			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
 		wg_commit();
 	};
 
@@ -787,16 +801,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK, kr + g, t4);
 			else if (E.ncut > 0)
 				ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
-			const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 
-			/* P^T = exp2(S^T sl - L) while dP^T is still running; dV +=
-			 * P^T dO goes out before dS^T is known.  L is read before the
-			 * wait: read after it, under the products' shared-memory
-			 * traffic, its latency stalled the first exponentials (ncu). */
-			float2 lv[8];
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
+			/* P^T = exp2((S^T - L) sl) while dP^T is still running; dV +=
+			 * P^T dO goes out before dS^T is known. */
 			wg_wait<1>();
 			reg_fence(s);
 			/* The last tile's dK product (left running under this
@@ -808,10 +815,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
-				const float2 l = lv[j];
 #pragma unroll
 				for (int x = 0; x < 4; x++) {
-					const float v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -l.y : -l.x));
+					const float v = ex2(s[4 * j + x] * a.sl);
 					s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
 				}
 				pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
@@ -828,20 +834,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			wg_commit();
 
 			/* dS^T = P^T (dP^T - D): registers for dK, shared memory for
-			 * dQ (D, too, read before the wait). */
-			float2 dd[8];
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
+			 * dQ. */
 			wg_wait<1>();
 			reg_fence(dp);
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
-				const float2 d = dd[j];
 				float ds[4];
 #pragma unroll
 				for (int x = 0; x < 4; x++)
-					ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? d.y : d.x));
+					ds[x] = s[4 * j + x] * dp[4 * j + x];
 				da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
 				da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
 				sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
@@ -1557,7 +1558,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
 	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + 7) / 8), s->batch), 256, 0, st>>>(
-	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (int)s->sq, f->sqp, s->hq,
+	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale), (int)s->sq, f->sqp, s->hq,
 	    f->qtile, pz ? f->dqa : NULL,
 	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->sem);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
