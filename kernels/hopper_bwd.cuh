@@ -1055,7 +1055,9 @@ static void fini(void *st)
  * down, whatever the rows' lengths), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), noph (head_items never), seg,
- * seg128, seg256, noseg, whole (hb_seg), half and nohalf (entinfo), nopad
+ * seg128, seg256, noseg, whole (hb_seg), hwhole, hseg256 and hseg4
+ * (head_items' ascending walks whole, or in stretches of 256 or, for
+ * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
  * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets). */
 static int hb_env(const char *w)
@@ -1188,6 +1190,16 @@ static int hb_seg(const struct state *f, const struct plan *p)
  * q-head. */
 enum { PHW = 160 };
 
+/* head_items' ascending walks in stretches of at most HSEG q-tiles, each a
+ * CTA of its own (its dK/dV added to the k-tile's slot like the other
+ * q-heads'), listed stretch by stretch: the CTAs in flight then read and
+ * reduce into one stretch's Q/dO and dQ tiles (HSEG x 64 KB at hd 128, 32
+ * MB) whatever the drift between them, where a q-head's whole row (128
+ * MB at 128K) left L2 once the CTAs' starts had spread apart (H200,
+ * round 18: full 128K 492 against 562 at 32K).  512 is 32K tokens: rows
+ * up to there are one stretch, as before. */
+enum { HSEG = 512 };
+
 /* hb_start's q-major walks, listed in k-tile order (stretches of 128):
  * one-head masks where at least a quarter of the rows end where the row
  * before ends, short of the last q-tile, and start elsewhere (in the
@@ -1287,9 +1299,24 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	if (one ? lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1") :
 	    (s2 < PHW * s1 || 2 * sl < s1) && !hb_env("phall"))
 		return 0;
-	item = (int4 *)malloc((size_t)ni * group * sizeof *item);
+	/* rows of different lengths (causal) from the last q-tile down: a
+	 * first wave of one q-head's CTAs reads one Q/dO tile and reduces
+	 * into one dQ tile at a time (causal 8K +1-5 % on both devices,
+	 * longer causal +0.2-0.9 %: NOTES rounds 5 and 9); rows all alike
+	 * (full) from the first up (H100, full 128K +5.5 %, the L2 keeping
+	 * more of the dQ workspace: round 17) */
+	f->rev = hb_env("desc") || (lmin < lmax && !hb_env("asc"));
+	/* a descending walk starts at its row's end: whole rows only */
+	int hs = f->rev || hb_env("hwhole") ? lmax : hb_env("hseg256") ? HSEG / 2 :
+	    hb_env("hseg4") ? 4 : HSEG;
+	while ((int64_t)ni * group * ((lmax + hs - 1) / hs) > 65535)
+		hs *= 2;
+	const int nseg = (lmax + hs - 1) / hs;
+	int4 *rows = (int4 *)malloc((size_t)ni * sizeof *rows);
+	item = (int4 *)malloc((size_t)ni * group * nseg * sizeof *item);
 	slotkt = (int32_t *)malloc((size_t)n * sizeof *slotkt);
-	if (item == NULL || slotkt == NULL) {
+	if (rows == NULL || item == NULL || slotkt == NULL) {
+		free(rows);
 		free(item);
 		free(slotkt);
 		return -1;
@@ -1298,23 +1325,22 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		const int len = row_len(p, kt);
 		slotkt[kt] = kt;
 		if (len > 0)
-			item[m++] = make_int4(kt, 0, len, kt);
+			rows[m++] = make_int4(kt, 0, len, kt);
 	}
-	qsort(item, m, sizeof *item, head_by_len);
-	for (int gi = group - 1; gi >= 0; gi--)
-		for (int i = 0; i < m; i++)
-			item[gi * m + i] = make_int4(item[i].x, gi * item[i].z, item[i].z, item[i].x);
+	qsort(rows, m, sizeof *rows, head_by_len);
+	ni = 0;
+	for (int gi = 0; gi < group; gi++)
+		for (int sg = 0; sg < nseg; sg++)
+			for (int i = 0; i < m; i++) {
+				const int len = rows[i].z, t0 = sg * hs;
+				if (t0 < len)
+					item[ni++] = make_int4(rows[i].x, gi * len + t0, len - t0 < hs ? len - t0 : hs, rows[i].x);
+			}
+	free(rows);
 	*itemp = item;
-	*nitems = m * group;
+	*nitems = ni;
 	*slotktp = slotkt;
 	*nslots = n;
-	/* rows of different lengths (causal) from the last q-tile down: a
-	 * first wave of one q-head's CTAs reads one Q/dO tile and reduces
-	 * into one dQ tile at a time (causal 8K +1-5 % on both devices,
-	 * longer causal +0.2-0.9 %: NOTES rounds 5 and 9); rows all alike
-	 * (full) from the first up (H100, full 128K +5.5 %, the L2 keeping
-	 * more of the dQ workspace: round 17) */
-	f->rev = hb_env("desc") || (lmin < lmax && !hb_env("asc"));
 	return 1;
 }
 

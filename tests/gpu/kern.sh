@@ -151,6 +151,12 @@ check)
 	kb "per-head desc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask
 	force "" ph1,asc
 	kb "per-head asc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal.1000.amask
+	# ascending walks in stretches (of 512 q-tiles by default, here 4),
+	# the last one short, on an odd length and with batch 2
+	gen full 3001
+	force "" ph1,hseg4
+	kb "per-head stretches bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask
+	kb "per-head stretches batch 2 fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 -b 2 $M/full.1000.amask
 	force "" ""
 	# a document of 12K tokens beside one of 1K: rows of 192 q-tiles that
 	# end before the last, a CTA per (k-tile, q-head) too (hopper's PHW)
