@@ -1,8 +1,9 @@
 /* hopper's bwd pass (namespace hb): FlashAttention-3 style, sm_90a.
  *
- * D = rowsum(dO*O) first, with L = LSE/scale beside it in padded rows of a
- * multiple of 64 (+inf where a row allows nothing or lies past sq, so that
- * P = exp2((S - L)*scale*log2e) is 0 there without a mask).  The
+ * D = rowsum(dO*O) first, with L = LSE/scale (hd 64: LSE*log2e) beside it
+ * in padded rows of a multiple of 64 (+inf where a row allows nothing or
+ * lies past sq, so that P = exp2((S - L)*scale*log2e) is 0 there without
+ * a mask).  The
  * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
  * k-tiles fastest and heaviest first, a k-tile every query sees split among
  * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
@@ -22,7 +23,7 @@
  * wgmma groups: P^T and the dV product go out while dP^T still runs.
  * Per q-tile and warpgroup, all by wgmma:
  *   S^T - L = K Q^T - L and dP^T - D = V dO^T - D (both operands in
- *   shared memory; the accumulators start at -L and -D);
+ *   shared memory; the accumulators start at -L and -D: ai);
  *   P^T = exp2((S^T - L)*sl), dS^T = P^T (dP^T - D), in registers in exactly
  *   the A-operand layout the next products need;
  *   dV += P^T dO and dK += dS^T Q (A from registers, B = dO, Q read
@@ -165,10 +166,17 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
 
 /* ---- small kernels --------------------------------------------------------- */
 
-/* -D[b][h][q] = -sum_d dO*O and -L[b][h][q] = -lse/scale (negated: the
- * accumulators of S^T and dP^T start from them), rows padded to sqp: one
- * warp per (b, q, h) row, q < sqp; a row past sq or with lse = -inf gets
- * L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
+/* ai<HD>::on: the accumulators of S^T and dP^T start at -L and -D (prep
+ * stores L = lse/scale and both negated) instead of 0, so that nothing is
+ * loaded or subtracted between the products' wait and the exponentials
+ * (round 18: hd 128 +3-6 % on both devices, pile causal documents +6 %).
+ * hd 64 keeps zeros (L = lse*log2e read beside the wait): its shorter
+ * products do not cover the loads before them (H100: -2 to -4 %). */
+template <int HD> struct ai { static constexpr bool on = HD == 128; };
+
+/* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
+ * -lse/scale, rows padded to sqp: one warp per (b, q, h) row, q < sqp; a
+ * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
  * padded row, read from its real one; rows in gaps are rows past sq.
  * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
  * every real row is one warp's), in the pass that reads O and dO, instead
@@ -236,8 +244,13 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
 		const float l = r >= 0 ? lse[(b * hq + h) * sq + r] : -INFINITY;
-		D[dst] = -sum;
-		L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
+		if constexpr (ai<HD>::on) {
+			D[dst] = -sum;
+			L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
+		} else {
+			D[dst] = sum;
+			L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+		}
 	}
 }
 
@@ -584,6 +597,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
+	constexpr bool AI = ai<HD>::on;
 	if (FUSE && (int)blockIdx.x < a.fconv) {
 		if (blockIdx.y == 0 && blockIdx.z == 0)
 			fin_conv<T, HD>(a);
@@ -732,31 +746,36 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	/* S^T = K Q^T and dP^T = V dO^T of the tile in stage st: two groups. */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
-		/* The accumulators start at -L and -D, not 0, so that the products
-		 * deliver S^T - L and dP^T - D: between their wait and the
-		 * exponentials there is no load left (ncu, round 17: the exp2's
-		 * FFMAs waited on L's shared loads, issued just before the wait,
-		 * and those on an S2R of the lane's offset) and no subtraction.
-		 * Here the loads run under the last tile's dK product. */
-		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
+		/* ai: the accumulators start at -L and -D, the products then
+		 * deliver S^T - L and dP^T - D (ncu, round 17: the exp2's FFMAs
+		 * waited on L's shared loads, issued just before the wait, and
+		 * those on an S2R of the lane's offset).  Here the loads run under
+		 * the last tile's dK product. */
+		if constexpr (AI) {
+			const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
-			s[4 * j] = s[4 * j + 2] = l.x;
-			s[4 * j + 1] = s[4 * j + 3] = l.y;
-			dp[4 * j] = dp[4 * j + 2] = d.x;
-			dp[4 * j + 1] = dp[4 * j + 3] = d.y;
+			for (int j = 0; j < 8; j++) {
+				const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
+				s[4 * j] = s[4 * j + 2] = l.x;
+				s[4 * j + 1] = s[4 * j + 3] = l.y;
+				dp[4 * j] = dp[4 * j + 2] = d.x;
+				dp[4 * j + 1] = dp[4 * j + 3] = d.y;
+			}
+		} else {
+#pragma unroll
+			for (int i = 0; i < 32; i++)
+				s[i] = dp[i] = 0;
 		}
 		reg_fence(s);
 		reg_fence(dp);
 		wg_fence();
 #pragma unroll
 		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
+			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), AI ? 1 : ks);
 		wg_commit();
 #pragma unroll
 		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
+			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), AI ? 1 : ks);
 		wg_commit();
 	};
 
@@ -801,9 +820,19 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK, kr + g, t4);
 			else if (E.ncut > 0)
 				ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+			const float *cL = sL + st * BQ, *cD = sD + st * BQ;
 
-			/* P^T = exp2((S^T - L) sl) while dP^T is still running; dV +=
-			 * P^T dO goes out before dS^T is known. */
+			/* P^T = exp2(S^T sl - L), or (ai) exp2((S^T - L) sl), while
+			 * dP^T is still running; dV += P^T dO goes out before dS^T is
+			 * known.  Without ai L is read before the wait: read after it,
+			 * under the products' shared-memory traffic, its latency
+			 * stalled the first exponentials (ncu). */
+			float2 lv[8];
+			if constexpr (!AI) {
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					lv[j] = *(const float2 *)(cL + 8 * j + 2 * t4);
+			}
 			wg_wait<1>();
 			reg_fence(s);
 			/* The last tile's dK product (left running under this
@@ -817,7 +846,11 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			for (int j = 0; j < 8; j++) {
 #pragma unroll
 				for (int x = 0; x < 4; x++) {
-					const float v = ex2(s[4 * j + x] * a.sl);
+					float v;
+					if constexpr (AI)
+						v = ex2(s[4 * j + x] * a.sl);
+					else
+						v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -lv[j].y : -lv[j].x));
 					s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
 				}
 				pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
@@ -834,7 +867,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			wg_commit();
 
 			/* dS^T = P^T (dP^T - D): registers for dK, shared memory for
-			 * dQ. */
+			 * dQ (D, too, read before the wait). */
+			float2 dd[8];
+			if constexpr (!AI) {
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					dd[j] = *(const float2 *)(cD + 8 * j + 2 * t4);
+			}
 			wg_wait<1>();
 			reg_fence(dp);
 #pragma unroll
@@ -842,7 +881,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				float ds[4];
 #pragma unroll
 				for (int x = 0; x < 4; x++)
-					ds[x] = s[4 * j + x] * dp[4 * j + x];
+					if constexpr (AI)
+						ds[x] = s[4 * j + x] * dp[4 * j + x];
+					else
+						ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? dd[j].y : dd[j].x));
 				da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
 				da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
 				sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
@@ -1055,8 +1097,8 @@ static void fini(void *st)
  * down, whatever the rows' lengths), ph1 (head_items at
  * any length, so that short checks take it), phall (head_items on any
  * one-head mask whatever its rows' length), noph (head_items never), seg,
- * seg128, seg256, noseg, whole (hb_seg), hwhole, hseg256 and hseg4
- * (head_items' ascending walks whole, or in stretches of 256 or, for
+ * seg128, seg256, noseg, whole (hb_seg), hwhole, hseg512 and hseg4
+ * (head_items' ascending walks whole, or in stretches of 512 or, for
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
  * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets). */
@@ -1193,12 +1235,12 @@ enum { PHW = 160 };
 /* head_items' ascending walks in stretches of at most HSEG q-tiles, each a
  * CTA of its own (its dK/dV added to the k-tile's slot like the other
  * q-heads'), listed stretch by stretch: the CTAs in flight then read and
- * reduce into one stretch's Q/dO and dQ tiles (HSEG x 64 KB at hd 128, 32
+ * reduce into one stretch's Q/dO and dQ tiles (HSEG x 64 KB at hd 128, 16
  * MB) whatever the drift between them, where a q-head's whole row (128
  * MB at 128K) left L2 once the CTAs' starts had spread apart (H200,
- * round 18: full 128K 492 against 562 at 32K).  512 is 32K tokens: rows
- * up to there are one stretch, as before. */
-enum { HSEG = 512 };
+ * round 18: full 128K 492 against 562 at 32K; stretches: 567).  256
+ * rather than 512: H100 full 64K +2 %, H200 within 0.5 % of it. */
+enum { HSEG = 256 };
 
 /* hb_start's q-major walks, listed in k-tile order (stretches of 128):
  * one-head masks where at least a quarter of the rows end where the row
@@ -1307,7 +1349,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	 * more of the dQ workspace: round 17) */
 	f->rev = hb_env("desc") || (lmin < lmax && !hb_env("asc"));
 	/* a descending walk starts at its row's end: whole rows only */
-	int hs = f->rev || hb_env("hwhole") ? lmax : hb_env("hseg256") ? HSEG / 2 :
+	int hs = f->rev || hb_env("hwhole") ? lmax : hb_env("hseg512") ? 512 :
 	    hb_env("hseg4") ? 4 : HSEG;
 	while ((int64_t)ni * group * ((lmax + hs - 1) / hs) > 65535)
 		hs *= 2;

@@ -151,7 +151,7 @@ check)
 	kb "per-head desc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask
 	force "" ph1,asc
 	kb "per-head asc bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal.1000.amask
-	# ascending walks in stretches (of 512 q-tiles by default, here 4),
+	# ascending walks in stretches (of 256 q-tiles by default, here 4),
 	# the last one short, on an odd length and with batch 2
 	gen full 3001
 	force "" ph1,hseg4
