@@ -1218,7 +1218,8 @@ static int bitmasks(struct state *f, const struct plan *p)
  * and on long rows too where that plan visits much less (64-token block
  * masks); 64-key tiles only where they visit much less again: they cost
  * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
- * cluster, stream, pair, pair64 or gather forces one, for A/B runs. */
+ * cluster, stream, pair, pair64 or gather forces one, st24 or st32 moves
+ * the threshold, for A/B runs. */
 enum { STREAM_TILES = 16, CL_TILES = 48 };
 
 static int64_t visited(const struct plan *p, int64_t *rows)
@@ -1250,8 +1251,11 @@ static int choose(struct state *f, const struct plan *p)
 	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
 	int64_t rows, tiles = visited(p, &rows);
 	int pr;
+	/* st24, st32: the threshold itself, for A/B runs */
+	const int stream = env_has("LONGATTN_HOPPER_FWD", "st24") ? 24 :
+	    env_has("LONGATTN_HOPPER_FWD", "st32") ? 32 : STREAM_TILES;
 
-	f->pers = s->hd == 128 && tiles < (int64_t)STREAM_TILES * rows;
+	f->pers = s->hd == 128 && tiles < (int64_t)stream * rows;
 	f->cl = s->hd == 128 && pairs && tiles >= (int64_t)CL_TILES * rows ? 2 : 1;
 	pr = s->hd == 128 && pairs ? (f->pers ? 2 : 1) : 0;
 	if (env_has("LONGATTN_HOPPER_FWD", "grid")) {
