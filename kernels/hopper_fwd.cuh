@@ -1213,14 +1213,16 @@ static int bitmasks(struct state *f, const struct plan *p)
  * and drain weigh on rows of a few tiles), fwd in 2-CTA clusters from
  * CL_TILES where the q-heads h and h + 1 share a kv-head and a mask head
  * (half the K/V bytes from L2; on short rows the pairs' joint start
- * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3").
+ * idles SMs), plain fwd between (bench/NOTES.md, "hopper fwd, round 3";
+ * STREAM_TILES 24, not 16, since round 18: H200, full_document 4K and 8K
+ * +4 and +5 %, causal 4K +2 %, full 2K +0.7 %, 16K documents level).
  * fwdp runs head pairs on 64-row q-tiles wherever it runs and pairs exist,
  * and on long rows too where that plan visits much less (64-token block
  * masks); 64-key tiles only where they visit much less again: they cost
  * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
- * cluster, stream, pair, pair64 or gather forces one, st24 or st32 moves
+ * cluster, stream, pair, pair64 or gather forces one, st16 or st32 moves
  * the threshold, for A/B runs. */
-enum { STREAM_TILES = 16, CL_TILES = 48 };
+enum { STREAM_TILES = 24, CL_TILES = 48 };
 
 static int64_t visited(const struct plan *p, int64_t *rows)
 {
@@ -1251,8 +1253,8 @@ static int choose(struct state *f, const struct plan *p)
 	const bool pairs = (s->hq / s->hkv) % 2 == 0 && (s->hq / f->mheads) % 2 == 0;
 	int64_t rows, tiles = visited(p, &rows);
 	int pr;
-	/* st24, st32: the threshold itself, for A/B runs */
-	const int stream = env_has("LONGATTN_HOPPER_FWD", "st24") ? 24 :
+	/* st16, st32: the threshold itself, for A/B runs */
+	const int stream = env_has("LONGATTN_HOPPER_FWD", "st16") ? 16 :
 	    env_has("LONGATTN_HOPPER_FWD", "st32") ? 32 : STREAM_TILES;
 
 	f->pers = s->hd == 128 && tiles < (int64_t)stream * rows;
