@@ -1305,7 +1305,8 @@ static int row_len(const struct plan *p, int kt)
  * and dQ tiles, which then leave L2; one q-head a CTA keeps them on one
  * (H100, round 4: causal 8K-128K +2.6-6%, full 16K-128K +0-1.3%; on equal
  * rows of 128 q-tiles, full 8K, -1.5%, of 32, 2K, -3..-5%: a K/V load, a
- * prologue and a slot add a short walk); f->rev, the way its walks go.
+ * prologue and a slot add a short walk); f->rev, the way its walks go;
+ * upward walks longer than HSEG q-tiles a CTA a stretch.
  * 1 if it made the list, 0 when the plan does not qualify, -1 out of
  * memory. */
 static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *nitems,
