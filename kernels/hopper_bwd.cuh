@@ -3,18 +3,18 @@
  * D = rowsum(dO*O) first, with L = LSE/scale (hd 64: LSE*log2e) beside it
  * in padded rows of a multiple of 64 (+inf where a row allows nothing or
  * lies past sq, so that P = exp2((S - L)*scale*log2e) is 0 there without
- * a mask).  The
- * main kernel runs one CTA per (k-tile of 128 keys, kv-head, batch) item,
- * k-tiles fastest and heaviest first, a k-tile every query sees split among
- * several CTAs that add their dK/dV to an fp32 slot (tile.cuh's
- * walk_items); on long causal and full masks a CTA per (k-tile, q-head),
- * q-head by q-head, so that the CTAs in flight share one q-head's tiles
- * in L2 (head_items); on causal documents and buckets k-tiles in order,
- * each walking down its q-tiles with every q-head at a q-tile before the
- * next, so that a document's k-tiles add to its dQ lines in step (hb_qm).
- * Three warpgroups: a producer (setmaxnreg 24) whose one
- * thread issues the TMA loads and whose second warp issues the dQ
- * reductions, and two consumers (setmaxnreg 240) of 64 keys each.  K and
+ * a mask).  The main kernel runs one CTA per (k-tile of 128 keys,
+ * kv-head, batch) item, k-tiles fastest and heaviest first, a k-tile every
+ * query sees split among several CTAs that add their dK/dV to an fp32
+ * slot (tile.cuh's walk_items); on long causal and full masks a CTA per
+ * (k-tile, q-head), or per stretch of a full row, q-head by q-head, so
+ * that the CTAs in flight share one q-head's tiles in L2 (head_items); on
+ * causal documents and buckets k-tiles in order, each walking down its
+ * q-tiles with every q-head at a q-tile before the next, so that a
+ * document's k-tiles add to its dQ lines in step (hb_qm).  Three
+ * warpgroups: a producer (setmaxnreg 24) whose one thread issues the TMA
+ * loads and whose second warp issues the dQ reductions, and two consumers
+ * (setmaxnreg 240) of 64 keys each.  K and
  * V of the tile stay in shared memory (TMA, 128-byte swizzle) while the
  * CTA walks the transposed plan over every q-head of the GQA group, Q,
  * dO, L and D of each q-tile of 64 rows arriving through a three-stage ring
@@ -176,8 +176,9 @@ template <int HD> struct ai { static constexpr bool on = HD == 128; };
 
 /* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
  * -lse/scale, rows padded to sqp: one warp per (b, q, h) row, q < sqp; a
- * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With a padded plan (qtile) q is the
- * padded row, read from its real one; rows in gaps are rows past sq.
+ * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With
+ * a padded plan (qtile) q is the padded row, read from its real one; rows
+ * in gaps are rows past sq.
  * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
  * every real row is one warp's), in the pass that reads O and dO, instead
  * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
