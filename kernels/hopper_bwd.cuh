@@ -1024,6 +1024,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	}
 }
 
+#include "hopper_bwd64.cuh"
+
 /* ---- host ------------------------------------------------------------------ */
 
 struct state {
@@ -1044,6 +1046,7 @@ struct state {
 	int *sem;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
+	int bk;                    /* the plan's k-tiles: BK (bwd) or BK64 (bwd64) */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
@@ -1118,7 +1121,7 @@ static int hb_env(const char *w)
  * causal 8K-32K) and save a half tile 15-20% (block_sparse_uniform
  * 64-blocks).  LONGATTN_HOPPER_BWD=half and nohalf force it on and off,
  * for A/B runs and checks. */
-static int entinfo(struct state *f, const struct plan *p)
+static int entinfo(struct state *f, const struct plan *p, int bk)
 {
 	int32_t *inf = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *inf);
 	uint64_t *bm = NULL;
@@ -1129,12 +1132,12 @@ static int entinfo(struct state *f, const struct plan *p)
 		return KERN_ERR;
 	for (int e = 0; e < p->nent; e++)
 		inf[e] = p->ent[e].ncut > MANY ? nbm++ << 2 : 0;
-	if (nbm > 0 && (bm = (uint64_t *)calloc((size_t)nbm * BK, sizeof *bm)) == NULL) {
+	if (nbm > 0 && (bm = (uint64_t *)calloc((size_t)nbm * bk, sizeof *bm)) == NULL) {
 		free(inf);
 		return KERN_ERR;
 	}
 	for (int r = 0; r < p->nrows; r++) {
-		const int64_t k0 = (int64_t)(r % p->nkt) * BK, k1 = k0 + BK < p->sk ? k0 + BK : p->sk;
+		const int64_t k0 = (int64_t)(r % p->nkt) * bk, k1 = k0 + bk < p->sk ? k0 + bk : p->sk;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
 			const struct plan_ent *E = &p->ent[e];
 			const int64_t q0 = (int64_t)E->t0 * BQ, q1 = (int64_t)E->t1 * BQ < p->sq ? (int64_t)E->t1 * BQ : p->sq;
@@ -1149,7 +1152,7 @@ static int entinfo(struct state *f, const struct plan *p)
 			halves += (inf[e] & 3) != 3 ? E->t1 - E->t0 : 0;
 			if (E->ncut <= MANY)
 				continue;
-			uint64_t *b = bm + (size_t)(inf[e] >> 2) * BK;
+			uint64_t *b = bm + (size_t)(inf[e] >> 2) * bk;
 			for (int c = E->cut0; c < E->cut0 + E->ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t k = C->k0 > k0 ? C->k0 : k0; k < C->k1 && k < k1; k++) {
@@ -1167,7 +1170,7 @@ static int entinfo(struct state *f, const struct plan *p)
 	f->half = !hb_env("nohalf") && (hb_env("half") || 4 * halves >= tiles);
 	rc = upload((void **)&f->einf, inf, (size_t)p->nent * sizeof *inf);
 	if (rc == KERN_OK)
-		rc = upload((void **)&f->bm, bm, (size_t)nbm * BK * sizeof *bm);
+		rc = upload((void **)&f->bm, bm, (size_t)nbm * bk * sizeof *bm);
 	free(inf);
 	free(bm);
 	return rc;
@@ -1521,7 +1524,38 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	fn[8] = bwd_fn<T, HD, true, false>(0);
 	for (int i = 0; i < 9 && e == cudaSuccess; i++)
 		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
+	if constexpr (HD == 128) {
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
+	}
 	return e;
+}
+
+/* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
+ * 64 x 128 plan's area: hd 128, not deterministic.  LONGATTN_HOPPER_BWD=b64
+ * and no64 force it on and off, for A/B runs and checks.  On success p is
+ * the plan to run and f->bk its k-tiles. */
+enum { B64_PCT = 75 };
+
+static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
+{
+	struct plan p6;
+
+	f->bk = BK;
+	if (f->s.hd != 128 || f->det || hb_env("no64"))
+		return 0;
+	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
+		return -1;
+	if (hb_env("b64") || plan_steps(&p6, 0) * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0)) {
+		plan_free(p);
+		*p = p6;
+		f->bk = BK64;
+	} else {
+		plan_free(&p6);
+	}
+	return 0;
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
@@ -1555,12 +1589,17 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		free(f);
 		return KERN_ERR;
 	}
+	if (pick_bk(f, m, &p, err, errlen) != 0) {
+		plan_free(&p);
+		free(f);
+		return KERN_ERR;
+	}
 	/* documents on tile edges (tile.cuh's pad_plan), not where the bwd is
 	 * deterministic (a gap's rows add zeros to the next tile's dQ, out of
 	 * its order).  LONGATTN_HOPPER_BWD=nopad keeps the plan, =pad pads
 	 * wherever there are gaps, for A/B runs and checks. */
 	if (!f->det && !hb_env("nopad") &&
-	    (rc = pad_plan(m, BQ, BK, 0, hb_env("pad"), &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
+	    (rc = pad_plan(m, BQ, f->bk, 0, hb_env("pad"), &p, &f->qtile, &f->ktile, &f->skv, err, errlen)) != KERN_OK) {
 		plan_free(&p);
 		fini(f);
 		return rc;
@@ -1576,9 +1615,9 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if ((rc = upload((void **)&f->row, pt.row, (size_t)(pt.nrows + 1) * sizeof *pt.row)) == KERN_OK &&
 	    (rc = upload((void **)&f->ent, pt.ent, (size_t)pt.nent * sizeof *pt.ent)) == KERN_OK &&
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
-	    (rc = entinfo(f, &pt)) == KERN_OK)
+	    (rc = entinfo(f, &pt, f->bk)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
-	if (rc == KERN_OK && !f->det && (hb_env("fuse") || hb_env("fusez")))
+	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
 	plan_free(&p);
@@ -1599,7 +1638,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	cudaStream_t st = (cudaStream_t)io->stream;
 	const int64_t nq = (int64_t)s->batch * s->sq * s->hq * HD;
 	const int64_t npad = (int64_t)s->batch * s->hq * f->sqp;
-	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * BK * HD;
+	const int64_t nws = (int64_t)f->nslots * s->batch * s->hkv * f->bk * HD;
 	const int64_t nsem = f->det || f->fuse ? (int64_t)s->batch * s->hq * f->nqt : 0;
 	CUtensorMap tq, tdo, tk, tv, tdq;
 	int rc;
@@ -1613,8 +1652,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		return KERN_OOM;
 	if ((rc = tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
 	    (rc = tmap(&tdo, io->dout, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
-	    (rc = tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
-	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, BK)) != KERN_OK ||
+	    (rc = tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk)) != KERN_OK ||
+	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk)) != KERN_OK ||
 	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
 	/* prep zeroes dQ's rows as it reads O and dO: a memset wrote every
@@ -1661,14 +1700,26 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0);
 	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
 	    bwd_fn<T, HD, false, false>(x);
+	int smem = lay_smem<HD>::TOTAL;
+	if constexpr (HD == 128) {
+		if (f->bk == BK64) {
+			fn = f->qm ? (void *)bwd64<T, 1> : (void *)bwd64<T, 0>;
+			smem = lay64::TOTAL;
+		}
+	}
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};
 	/* a launch error is the last error, which launched reads */
-	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, lay_smem<HD>::TOTAL, st);
+	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, smem, st);
 	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
 		return rc;
 	if (nws > 0) {
-		kv_out<T, HD, BK><<<(unsigned)((nws / 4 + 255) / 256), 256, 0, st>>>(f->ws, f->ws + nws,
-		    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk, f->ktile);
+		const unsigned nb = (unsigned)((nws / 4 + 255) / 256);
+		if (f->bk == BK64)
+			kv_out<T, HD, BK64><<<nb, 256, 0, st>>>(f->ws, f->ws + nws,
+			    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk, f->ktile);
+		else
+			kv_out<T, HD, BK><<<nb, 256, 0, st>>>(f->ws, f->ws + nws,
+			    f->slotkt, (T *)io->dk, (T *)io->dv, nws, s->batch, s->hkv, (int)s->sk, f->ktile);
 		if ((rc = launched("hopper bwd", "dk/dv")) != KERN_OK)
 			return rc;
 	}

@@ -1,0 +1,349 @@
+/* hopper's bwd on 64-key tiles (hb::bwd64, hd 128), included by
+ * hopper_bwd.cuh: for masks whose 64 x 64 plan visits much less than the
+ * 64 x 128 one (64-token block masks: a 128-key tile there holds two
+ * blocks, each allowed or not on its own, and the 128-key kernel pays a
+ * whole step where one half sees the q-tile).
+ *
+ * A CTA per (k-tile of 64 keys, kv-head, batch) item, walking the same
+ * transposed plan as bwd, but the two consumers take its q-tiles in turns
+ * (even steps the first, odd the second), each doing the whole tile over
+ * the CTA's 64 keys: S^T and dP^T (both 64 x 64), dV and dK, and dQ = dS K
+ * for all 128 columns (64 accumulators a thread), staged in four boxes of
+ * its own that a reducing warp of its own adds to the workspace.  The
+ * consumers' tiles then never wait on each other (in bwd they share each
+ * tile's dS^T), so that one consumer's exponentials run under the other's
+ * products as bwd's do.  The cost against bwd: per FLOP twice the Q/dO
+ * loads and twice the dQ reductions (64 keys a q-tile, not 128).
+ *
+ * The ring of NST stages is shared: step i uses stage i % NST and is given
+ * back by the consumer that ran it (4 warps), once its next tile's S^T is
+ * done (by then the dK product that read Q has retired).  Each consumer
+ * sums dK and dV over its own tiles; the second's sums reach the first
+ * through the ring's shared memory at the end.  Not deterministic, no fuse
+ * (init never picks this kernel with either). */
+
+enum { BK64 = 64 };
+
+/* Shared memory: K, V [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
+ * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
+ * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]. */
+struct lay64 {
+	enum {
+		KB = BK64 * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
+		K = 0, V = KB, Q = 2 * KB, O = Q + NST * QB, S = O + NST * QB,
+		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
+		TOTAL = BAR + 64 + 1024
+	};
+	static_assert(2 * NST * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
+};
+
+/* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
+enum { DSB = 6 };
+
+static __device__ __forceinline__ int2 real_k64(const args &a, int t)
+{
+	return a.ktile != NULL ? a.ktile[t] : make_int2(t * BK64, min(BK64, a.sk - t * BK64));
+}
+
+/* The walk one step on (false at its end), counting left down. */
+template <bool QM> static __device__ __forceinline__ bool hb_step(bwalk &w, const args &a, int hk, int kt, int &left)
+{
+	return --left > 0 && hb_next<QM>(w, a, hk, kt);
+}
+
+template <typename T, int X>
+__global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
+    const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
+    const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
+{
+	constexpr bool QM = X & 1;
+	typedef lay64 M;
+	constexpr uint32_t KBOX = BK64 * 128, QBOX = BQ * 128;
+	extern __shared__ unsigned char smraw[];
+	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
+	unsigned char *sm = smraw + (s0 - smaddr(smraw));
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
+	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
+	const int g = lane >> 2, t4 = lane & 3;
+	const int4 item = a.item[blockIdx.x];
+	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
+	const int k0 = kt * BK64, kr = wi * 16;
+	T *tag = nullptr;
+
+	if (tid == 0) {
+		bar_init(barkv, 1);
+		for (int i = 0; i < NST; i++) {
+			bar_init(barq + 8 * i, 1);
+			bar_init(bare + 8 * i, 4);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	}
+	__syncthreads();
+
+	bwalk w = {0, 0, 0, 0};
+	int left = item.z;
+	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
+
+	if (wg == 2) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
+		if (wi == 0 && lane == 0) {
+			const int kg = real_k64(a, kt).x;
+			bar_expect(barkv, 2 * M::KB);
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, kg, b, barkv);
+				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
+			}
+			for (int it = 0; more; it++, more = hb_step<QM>(w, a, hk, kt, left)) {
+				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
+				const uint32_t bar = barq + 8 * st;
+				if (it >= NST)
+					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
+#pragma unroll
+				for (int c = 0; c < 2; c++) {
+					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, qg, b, bar);
+					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, qg, b, bar);
+				}
+				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
+				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
+				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
+			}
+		} else if (wi == 1 || wi == 2) {
+			/* consumer x's dQ: its four boxes (columns 32y..) added to
+			 * the workspace by TMA, tile by tile, free again once read */
+			const int x = wi - 1;
+			if (x == 1 && more)
+				more = hb_step<QM>(w, a, hk, kt, left);
+			nbar_arrive(DQE + x, NDQ);
+			while (more) {
+				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
+				nbar_sync(DQF + x, NDQ);
+				if (lane == 0) {
+#pragma unroll
+					for (int y = 0; y < 4; y++)
+						asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+						    " [%0, {%2, %3, %4, %5}], [%1];"
+						    :: "l"(&tdq), "r"(s0 + M::DQ + x * M::DB + y * BQ * 128), "r"(32 * y), "r"(h),
+						    "r"(q0), "r"(b) : "memory");
+					asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+					asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+				}
+				__syncwarp();
+				nbar_arrive(DQE + x, NDQ);
+				more = hb_step<QM>(w, a, hk, kt, left) && hb_step<QM>(w, a, hk, kt, left);
+			}
+			if (lane == 0)
+				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+		}
+		return;
+	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 " HB_CREG ";");
+
+	float dk[64], dv[64];
+#pragma unroll
+	for (int i = 0; i < 64; i++)
+		dk[i] = dv[i] = 0;
+
+	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
+	uint32_t kvalid = ~0u;
+	if (k0 + BK64 > a.skv)
+		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.skv);
+	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
+
+	float s[32], dp[32];
+	const int wgu = warp_uniform(wg);
+	/* K and V K-major (S^T, dP^T: both consumers over all 64 keys), K
+	 * N-major over its two boxes (dQ's 128 columns); this consumer's dS^T */
+	const uint32_t k_d = dlo(s0 + M::K, 16), v_d = dlo(s0 + M::V, 16), kq_d = dlo(s0 + M::K, KBOX);
+	const uint32_t sS = s0 + M::S + wgu * M::SB, sq0 = s0 + M::DQ + wgu * M::DB;
+	/* S^T - L = K Q^T - L and dP^T - D = V dO^T - D: two groups (bwd's
+	 * issue_sdp, ai always) */
+	auto issue_sdp = [&](int st) {
+		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
+		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
+			s[4 * j] = s[4 * j + 2] = l.x;
+			s[4 * j + 1] = s[4 * j + 3] = l.y;
+			dp[4 * j] = dp[4 * j + 2] = d.x;
+			dp[4 * j + 1] = dp[4 * j + 3] = d.y;
+		}
+		reg_fence(s);
+		reg_fence(dp);
+		wg_fence();
+#pragma unroll
+		for (int ks = 0; ks < 8; ks++)
+			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
+		wg_commit();
+#pragma unroll
+		for (int ks = 0; ks < 8; ks++)
+			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
+		wg_commit();
+	};
+
+	if (wgu == 1 && more)
+		more = hb_step<QM>(w, a, hk, kt, left);
+	bar_wait(barkv, 0);
+	uint32_t pa[4][4], da[4][4];
+	int prev = -1;              /* the stage of this consumer's last tile */
+	for (int it = wgu; more; it += 2) {
+		const int st = it % NST;
+		const bwalk cur = w;
+		const int q0 = cur.t * BQ;
+		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
+		bar_wait(barq + 8 * st, (it / NST) & 1);
+		issue_sdp(st);
+		/* the walk past the other consumer's tile to this one's next,
+		 * under the products */
+		const plan_ent E = a.ent[cur.e];
+		more = --left > 0 && hb_next<QM>(w, a, hk, kt, E) && hb_step<QM>(w, a, hk, kt, left);
+
+		uint32_t ok = kvalid;
+		if (E.ncut > MANY)
+			ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK64, kr + g, t4);
+		else if (E.ncut > 0)
+			ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+
+		wg_wait<1>();
+		reg_fence(s);
+		/* the last tile's dK product is done: its stage is free */
+		reg_fence(dk);
+		reg_fence(da);
+		__syncwarp();
+		if (prev >= 0 && lane == 0)
+			bar_arrive(bare + 8 * prev);
+		prev = st;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+#pragma unroll
+			for (int x = 0; x < 4; x++) {
+				const float v = ex2(s[4 * j + x] * a.sl);
+				s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
+			}
+			pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
+			pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
+		}
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BQ / 16; kk++)
+			rs128<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
+		wg_commit();
+
+		wg_wait<1>();
+		reg_fence(dp);
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			float ds[4];
+#pragma unroll
+			for (int x = 0; x < 4; x++)
+				ds[x] = s[4 * j + x] * dp[4 * j + x];
+			da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
+			da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
+			sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
+			sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
+		}
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		nbar_sync(DSB + wgu, 128);
+		/* dV, which read P^T from pa, is done (pa's registers free for
+		 * dq: with both live the loop spilled) */
+		wg_wait<0>();
+		reg_fence(pa);
+
+		/* dQ = dS K over the 64 keys, all 128 columns (A: dS^T read
+		 * M-major; B: K N-major), then dK += dS^T Q, left running under
+		 * the staging and the next tile's S^T and dP^T */
+		float dq[64];
+#pragma unroll
+		for (int i = 0; i < 64; i++)
+			dq[i] = 0;
+		reg_fence(dq);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < 4; kk++)
+			ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
+		wg_commit();
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BQ / 16; kk++)
+			rs128<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
+		wg_commit();
+		wg_wait<1>();
+		reg_fence(dq);
+		/* into this consumer's boxes as bwd stages its half (odd rows
+		 * store column group j^2, for the banks) */
+		const int odd = g & 1;
+		nbar_sync(DQE + wgu, NDQ);
+#pragma unroll
+		for (int j = 0; j < 16; j++)
+#pragma unroll
+			for (int rr = 0; rr < 2; rr++) {
+				const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
+				const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
+				    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+				const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
+				const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
+				asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
+			}
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		nbar_arrive(DQF + wgu, NDQ);
+		reg_fence(dv);
+	}
+	wg_wait<0>();
+	reg_fence(dk);
+	reg_fence(dv);
+
+	/* the second consumer's sums to the first through the ring, which no
+	 * product reads any more (both have waited on their last) */
+	float *xs = (float *)(sm + M::Q);
+	const int tw = tid & 127;
+	nbar_sync(1, NT);
+	if (wg == 1) {
+#pragma unroll
+		for (int i = 0; i < 64; i++) {
+			xs[i * 128 + tw] = dk[i];
+			xs[(64 + i) * 128 + tw] = dv[i];
+		}
+	}
+	nbar_sync(1, NT);
+	if (wg == 1)
+		return;
+#pragma unroll
+	for (int i = 0; i < 64; i++) {
+		dk[i] += xs[i * 128 + tw];
+		dv[i] += xs[(64 + i) * 128 + tw];
+	}
+
+	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * 128;
+	if (item.w >= 0) {
+		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BK64 * 128;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int row = kr + g + rr * 8;
+			float *pk = a.wsk + so + row * 128 + t4 * 2, *pv = a.wsv + so + row * 128 + t4 * 2;
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale));
+				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
+			}
+		}
+		return;
+	}
+	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
+	const int64_t ldk = (int64_t)a.hkv * 128;
+	const int2 K = real_k64(a, kt);
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int kk = kr + g + rr * 8;
+		if (kk >= K.y)
+			continue;
+		const int64_t off = (int64_t)(K.x + kk) * ldk + t4 * 2;
+#pragma unroll
+		for (int j = 0; j < 16; j++) {
+			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
+			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+		}
+	}
+}
