@@ -26,12 +26,17 @@ enum { BK64 = 64 };
 
 /* Shared memory: K, V [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
  * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
- * [NST][BQ]; mbarriers: K/V, full[NST], empty[NST]. */
+ * [NST][BQ]; per stage its step (INF: q-tile, q-head, real first row,
+ * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
+ * ended); per
+ * consumer its staged dQ's q-head and row (DI; -1: no more); mbarriers:
+ * K/V, full[NST], empty[NST]. */
 struct lay64 {
 	enum {
 		KB = BK64 * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
 		K = 0, V = KB, Q = 2 * KB, O = Q + NST * QB, S = O + NST * QB,
-		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + NST * BQ * 4, BAR = D + NST * BQ * 4,
+		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + NST * BQ * 4, INF = D + NST * BQ * 4,
+		DI = INF + NST * 32, BAR = DI + 16,
 		TOTAL = BAR + 64 + 1024
 	};
 	static_assert(2 * NST * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
@@ -75,19 +80,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		for (int i = 0; i < NST; i++) {
 			bar_init(barq + 8 * i, 1);
 			bar_init(bare + 8 * i, 4);
+			sts32(s0 + M::INF + i * 32 + 20, (uint32_t)-1);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 	}
 	__syncthreads();
 
-	bwalk w = {0, 0, 0, 0};
-	int left = item.z;
-	bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
-
 	if (wg == 2) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 " HB_PREG ";");
 		if (wi == 0 && lane == 0) {
+			/* the walk, its steps' tiles and what the consumers need of
+			 * each (INF), then an end mark for each consumer: only this
+			 * thread walks, NST steps ahead, so that the plan's loads
+			 * (an entry a step on scattered rows) stall no one else */
+			bwalk w = {0, 0, 0, 0};
+			int left = item.z, it = 0;
+			bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
 			const int kg = real_k64(a, kt).x;
 			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
@@ -95,11 +104,17 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				tma4(s0 + M::K + c * KBOX, &tk, c * 64, hk, kg, b, barkv);
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
-			for (int it = 0; more; it++, more = hb_step<QM>(w, a, hk, kt, left)) {
-				const int st = it % NST, h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
-				const uint32_t bar = barq + 8 * st;
+			for (; more; it++) {
+				const int st = it % NST;
+				const uint32_t bar = barq + 8 * st, inf = s0 + M::INF + st * 32;
 				if (it >= NST)
 					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+				const plan_ent E = a.ent[w.e];
+				const int h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
+				const int cw = E.ncut > MANY ? a.einf[w.e] >> 2 : E.cut0;
+				asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(inf), "r"(w.t), "r"(h), "r"(qg),
+				    "r"((int)E.ncut) : "memory");
+				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(inf + 16), "r"(cw), "r"(it) : "memory");
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 #pragma unroll
 				for (int c = 0; c < 2; c++) {
@@ -109,17 +124,27 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
 				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
 				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
+				more = hb_step<QM>(w, a, hk, kt, left);
+			}
+			for (int end = it + 2; it < end; it++) {
+				const int st = it % NST;
+				if (it >= NST)
+					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+				sts32(s0 + M::INF + st * 32, (uint32_t)-1);
+				sts32(s0 + M::INF + st * 32 + 20, it);
+				bar_arrive(barq + 8 * st);
 			}
 		} else if (wi == 1 || wi == 2) {
 			/* consumer x's dQ: its four boxes (columns 32y..) added to
 			 * the workspace by TMA, tile by tile, free again once read */
 			const int x = wi - 1;
-			if (x == 1 && more)
-				more = hb_step<QM>(w, a, hk, kt, left);
 			nbar_arrive(DQE + x, NDQ);
-			while (more) {
-				const int h = hk * a.group + w.gi, q0 = real_q(a, w.t);
+			for (;;) {
 				nbar_sync(DQF + x, NDQ);
+				int h, q0;
+				asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(h), "=r"(q0) : "r"(s0 + M::DI + 8 * x) : "memory");
+				if (h < 0)
+					break;
 				if (lane == 0) {
 #pragma unroll
 					for (int y = 0; y < 4; y++)
@@ -132,7 +157,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				}
 				__syncwarp();
 				nbar_arrive(DQE + x, NDQ);
-				more = hb_step<QM>(w, a, hk, kt, left) && hb_step<QM>(w, a, hk, kt, left);
 			}
 			if (lane == 0)
 				asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -184,28 +208,52 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		wg_commit();
 	};
 
-	if (wgu == 1 && more)
-		more = hb_step<QM>(w, a, hk, kt, left);
 	bar_wait(barkv, 0);
 	uint32_t pa[4][4], da[4][4];
 	int prev = -1;              /* the stage of this consumer's last tile */
-	for (int it = wgu; more; it += 2) {
+	const uint32_t di = s0 + M::DI + 8 * wgu;
+	for (int it = wgu;; it += 2) {
 		const int st = it % NST;
-		const bwalk cur = w;
-		const int q0 = cur.t * BQ;
-		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB;
+		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB, inf = s0 + M::INF + st * 32;
+		/* The stage's step first: a consumer may reach a stage while the
+		 * other's tile before it there has not landed (nothing orders the
+		 * two consumers), and a parity wait one phase early returns at
+		 * once.  Once the producer has named this step, that tile has
+		 * landed (it waited for its release), and the wait is exact. */
+		for (;;) {
+			int x;
+			asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(x) : "r"(inf + 20) : "memory");
+			if (x == it)
+				break;
+		}
 		bar_wait(barq + 8 * st, (it / NST) & 1);
+		int t, h, qg, ncut, cw;
+		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(t), "=r"(h), "=r"(qg), "=r"(ncut)
+		    : "r"(inf) : "memory");
+		if (t < 0) {
+			/* the end: the last tile's stage back (its dK product
+			 * done), and the reducing warp told */
+			wg_wait<0>();
+			reg_fence(dk);
+			reg_fence(da);
+			__syncwarp();
+			if (prev >= 0 && lane == 0)
+				bar_arrive(bare + 8 * prev);
+			nbar_sync(DQE + wgu, NDQ);
+			if (tid % 128 == 0)
+				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
+			nbar_arrive(DQF + wgu, NDQ);
+			break;
+		}
+		asm volatile("ld.shared.u32 %0, [%1];" : "=r"(cw) : "r"(inf + 16) : "memory");
 		issue_sdp(st);
-		/* the walk past the other consumer's tile to this one's next,
-		 * under the products */
-		const plan_ent E = a.ent[cur.e];
-		more = --left > 0 && hb_next<QM>(w, a, hk, kt, E) && hb_step<QM>(w, a, hk, kt, left);
+		const int q0 = t * BQ;
 
 		uint32_t ok = kvalid;
-		if (E.ncut > MANY)
-			ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK64, kr + g, t4);
-		else if (E.ncut > 0)
-			ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
+		if (ncut > MANY)
+			ok &= bm_bits(a.bm + (int64_t)cw * BK64, kr + g, t4);
+		else if (ncut > 0)
+			ok &= cut_bits<lay>(a.cut + cw, ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
 
 		wg_wait<1>();
 		reg_fence(s);
@@ -287,6 +335,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
 				asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
 			}
+		if (tid % 128 == 0)
+			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(h), "r"(qg) : "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		nbar_arrive(DQF + wgu, NDQ);
 		reg_fence(dv);
