@@ -1534,10 +1534,16 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 }
 
 /* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
- * 64 x 128 plan's area: hd 128, not deterministic.  LONGATTN_HOPPER_BWD=b64
- * and no64 force it on and off, for A/B runs and checks.  On success p is
- * the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75 };
+ * 64 x 128 plan's area and at least one tile in B64_DEN of its grid: hd
+ * 128, not deterministic.  64-token block masks at 32K (round 19, against
+ * bwd with its halves skipped): ratio 0.5 +34 % on an H200, +22 % on an
+ * H100; 0.3 +32 % and +1 %; 0.1 +16 % but -15 % (64K: -9 %), so not
+ * below a fifth: bwd64 reads Q/dO and adds dQ twice as often a FLOP, and
+ * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
+ * 444 against 560 (H200), so nowhere near full.
+ * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
+ * checks.  On success p is the plan to run and f->bk its k-tiles. */
+enum { B64_PCT = 75, B64_DEN = 5 };
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
 {
@@ -1548,7 +1554,9 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 		return 0;
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
-	if (hb_env("b64") || plan_steps(&p6, 0) * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0)) {
+	const int64_t s6 = plan_steps(&p6, 0);
+	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
+	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt)) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
