@@ -305,9 +305,9 @@ static __device__ __forceinline__ int real_q(const args &a, int t)
 	return a.qtile != NULL ? a.qtile[t].x : t * BQ;
 }
 
-static __device__ __forceinline__ int2 real_k(const args &a, int t)
+template <int BKT = BK> static __device__ __forceinline__ int2 real_k(const args &a, int t)
 {
-	return a.ktile != NULL ? a.ktile[t] : make_int2(t * BK, min(BK, a.sk - t * BK));
+	return a.ktile != NULL ? a.ktile[t] : make_int2(t * BKT, min(BKT, a.sk - t * BKT));
 }
 
 /* A CTA's walk: bwalk's, or with rev (head_items only: a CTA is one row of
@@ -415,6 +415,164 @@ template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 			asm volatile("" : "+r"(r[i][j]) :: "memory");
+}
+
+/* ---- a consumer's steps, shared by bwd and bwd64 ------------------------- */
+
+/* ai: the accumulators of S^T and dP^T at -L and -D of the stage's rows (a
+ * thread's columns 8j + 2t4 and + 1, both of its key rows). */
+static __device__ __forceinline__ void acc_ld(float (&s)[32], float (&dp)[32], const float *cL, const float *cD, int t4)
+{
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
+		s[4 * j] = s[4 * j + 2] = l.x;
+		s[4 * j + 1] = s[4 * j + 3] = l.y;
+		dp[4 * j] = dp[4 * j + 2] = d.x;
+		dp[4 * j + 1] = dp[4 * j + 3] = d.y;
+	}
+}
+
+/* S^T = K Q^T and dP^T = V dO^T over KS k-steps of 16 columns, two
+ * groups: K's and V's boxes of 64 columns KX bytes apart, Q's and dO's QX;
+ * ONE: every step accumulates (ai), else the first overwrites. */
+template <int KS, uint32_t KX, uint32_t QX, bool ONE, typename T>
+static __device__ __forceinline__ void sdp_issue(T *tag, float (&s)[32], float (&dp)[32], uint32_t k_d, uint32_t q_d,
+    uint32_t v_d, uint32_t o_d)
+{
+	wg_fence();
+#pragma unroll
+	for (int ks = 0; ks < KS; ks++)
+		ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QX + (ks & 3) * 32), ONE ? 1 : ks);
+	wg_commit();
+#pragma unroll
+	for (int ks = 0; ks < KS; ks++)
+		ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QX + (ks & 3) * 32), ONE ? 1 : ks);
+	wg_commit();
+}
+
+/* P^T = exp2((S^T - L) a.sl) (ai), or exp2(S^T a.sl - L) with L in lv, zero
+ * where ok's bit is clear, packed as the A fragments of dV's product. */
+template <typename T, bool AI>
+static __device__ __forceinline__ void p_pack(float (&s)[32], uint32_t (&pa)[4][4], uint32_t ok, const args &a, const float2 (&lv)[8])
+{
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+#pragma unroll
+		for (int x = 0; x < 4; x++) {
+			float v;
+			if constexpr (AI)
+				v = ex2(s[4 * j + x] * a.sl);
+			else
+				v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -lv[j].y : -lv[j].x));
+			s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
+		}
+		pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
+		pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
+	}
+}
+
+/* dS^T = P^T dP^T (ai: dP^T - D already), or P^T (dP^T - D) with D in dd:
+ * registers for dK's product, and key rows kr + g and + 8 of the dS^T
+ * tile at sS (BQ columns, 128-byte swizzle) for dQ's. */
+template <typename T, bool AI>
+static __device__ __forceinline__ void ds_pack(const float (&s)[32], const float (&dp)[32], uint32_t (&da)[4][4],
+    const float2 (&dd)[8], uint32_t sS, int kr, int g, int t4)
+{
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		float ds[4];
+#pragma unroll
+		for (int x = 0; x < 4; x++)
+			if constexpr (AI)
+				ds[x] = s[4 * j + x] * dp[4 * j + x];
+			else
+				ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? dd[j].y : dd[j].x));
+		da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
+		da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
+		sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
+		sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
+	}
+}
+
+/* acc += A B over the q-tile's BQ rows, A from registers (P^T or dS^T),
+ * B the stage's dO or Q read N-major: dV's and dK's products, a group. */
+template <int HD, typename T>
+static __device__ __forceinline__ void rs_issue(T *tag, float (&acc)[HD / 2], const uint32_t (&fr)[4][4], uint32_t base)
+{
+	wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < BQ / 16; kk++) {
+		if constexpr (HD == 128)
+			rs128<1>(tag, acc, fr[kk], dsc(dlo(base, BQ * 128), kk * 2048), 1);
+		else
+			rs64<1>(tag, acc, fr[kk], dsc(dlo(base, BQ * 128), kk * 2048), 1);
+	}
+	wg_commit();
+}
+
+/* dq's column groups of 8 (N / 4 of them) into fp32 boxes of 32 columns
+ * from sq0 on (BQ rows of 128 bytes, 128-byte swizzle), rows wi*16 + g
+ * and + 8 (odd: g & 1).  The swizzle puts rows g and g^1 of one column
+ * group on the same banks, and a 64-bit store serves 16 lanes (rows
+ * g..g+3) at a time: odd rows store group j^2 where even ones store j, so
+ * that each
+ * half-warp hits 32 distinct banks (ncu: 2 wavefronts a half-warp
+ * before). */
+template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, const float (&dq)[N], int wi, int g, int t4,
+    int odd)
+{
+#pragma unroll
+	for (int j = 0; j < N / 4; j++)
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
+			const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
+			    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+			const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
+			const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
+			asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
+		}
+}
+
+/* dK (scaled) and dV of key rows kr + g and + 8 of k-tile kt (BKT keys):
+ * added to the tile's fp32 slot where its walk is split (item.w), else
+ * written, up to the keys the tile holds (read here, not kept through the
+ * loop: it spilled). */
+template <typename T, int HD, int BKT>
+static __device__ __forceinline__ void kv_store(const args &a, int4 item, int b, int hk, int kt, const float (&dk)[HD / 2],
+    const float (&dv)[HD / 2], int kr, int g, int t4)
+{
+	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
+	if (item.w >= 0) {
+		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BKT * HD;
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int row = kr + g + rr * 8;
+			float *pk = a.wsk + so + row * HD + t4 * 2, *pv = a.wsv + so + row * HD + t4 * 2;
+#pragma unroll
+			for (int j = 0; j < HD / 8; j++) {
+				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale));
+				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
+			}
+		}
+		return;
+	}
+	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
+	const int64_t ldk = (int64_t)a.hkv * HD;
+	const int2 K = real_k<BKT>(a, kt);
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int kk = kr + g + rr * 8;
+		if (kk >= K.y)
+			continue;
+		const int64_t off = (int64_t)(K.x + kk) * ldk + t4 * 2;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
+			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
+		}
+	}
 }
 
 /* Deterministic dQ: the k-tiles add to a q-tile in descending order (a
@@ -753,15 +911,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * those on an S2R of the lane's offset).  Here the loads run under
 		 * the last tile's dK product. */
 		if constexpr (AI) {
-			const float *cL = sL + st * BQ, *cD = sD + st * BQ;
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-				const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
-				s[4 * j] = s[4 * j + 2] = l.x;
-				s[4 * j + 1] = s[4 * j + 3] = l.y;
-				dp[4 * j] = dp[4 * j + 2] = d.x;
-				dp[4 * j + 1] = dp[4 * j + 3] = d.y;
-			}
+			acc_ld(s, dp, sL + st * BQ, sD + st * BQ, t4);
 		} else {
 #pragma unroll
 			for (int i = 0; i < 32; i++)
@@ -769,15 +919,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		}
 		reg_fence(s);
 		reg_fence(dp);
-		wg_fence();
-#pragma unroll
-		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), AI ? 1 : ks);
-		wg_commit();
-#pragma unroll
-		for (int ks = 0; ks < KS; ks++)
-			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), AI ? 1 : ks);
-		wg_commit();
+		sdp_issue<KS, KBOX, QBOX, AI>(tag, s, dp, k_d, q_d, v_d, o_d);
 	};
 
 	bar_wait(barkv, 0);
@@ -843,29 +985,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			__syncwarp();
 			if (it > 0 && lane == 0)
 				bar_arrive(bare + 8 * (st == 0 ? NST - 1 : st - 1));
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-#pragma unroll
-				for (int x = 0; x < 4; x++) {
-					float v;
-					if constexpr (AI)
-						v = ex2(s[4 * j + x] * a.sl);
-					else
-						v = ex2(fmaf(s[4 * j + x], a.sl, x & 1 ? -lv[j].y : -lv[j].x));
-					s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
-				}
-				pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
-				pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
-			}
-			wg_fence();
-#pragma unroll
-			for (int kk = 0; kk < BQ / 16; kk++) {
-				if constexpr (HD == 128)
-					rs128<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
-				else
-					rs64<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
-			}
-			wg_commit();
+			p_pack<T, AI>(s, pa, ok, a, lv);
+			rs_issue<HD>(tag, dv, pa, sO);
 
 			/* dS^T = P^T (dP^T - D): registers for dK, shared memory for
 			 * dQ (D, too, read before the wait). */
@@ -877,20 +998,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 			}
 			wg_wait<1>();
 			reg_fence(dp);
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-				float ds[4];
-#pragma unroll
-				for (int x = 0; x < 4; x++)
-					if constexpr (AI)
-						ds[x] = s[4 * j + x] * dp[4 * j + x];
-					else
-						ds[x] = s[4 * j + x] * (dp[4 * j + x] - (x & 1 ? dd[j].y : dd[j].x));
-				da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
-				da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
-				sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
-				sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
-			}
+			ds_pack<T, AI>(s, dp, da, dd, sS, kr, g, t4);
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 			/* dS^T of both warpgroups in shared memory */
 			nbar_sync(1, NT);
@@ -931,15 +1039,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		};
 		/* dK += dS^T Q (A: dS^T from registers, B: Q read N-major) */
 		auto issue_dk = [&]() {
-			wg_fence();
-#pragma unroll
-			for (int kk = 0; kk < BQ / 16; kk++) {
-				if constexpr (HD == 128)
-					rs128<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
-				else
-					rs64<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
-			}
-			wg_commit();
+			rs_issue<HD>(tag, dk, da, sQ);
 		};
 #pragma unroll
 		for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
@@ -959,28 +1059,14 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		reg_fence(pa);
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
-		 * TMA).  The boxes' 128-byte swizzle puts rows g and g^1 of one
-		 * column group on the same banks, and a 64-bit store serves 16
-		 * lanes (rows g..g+3) at a time: odd rows store column group
-		 * j^2 when even ones store j, so that each half-warp hits 32
-		 * distinct banks (ncu: 2 wavefronts a half-warp before). */
+		 * TMA) */
 		if (mine) {
 			const int x = ONE ? 0 : wg;
 			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
 			const int odd = g & 1;
 			reg_fence(dq);
 			nbar_sync(DQE + x, NDQ);
-#pragma unroll
-			for (int j = 0; j < (ONE ? HD / 8 : 8); j++)
-#pragma unroll
-				for (int rr = 0; rr < 2; rr++) {
-					const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
-					const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
-					    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
-					const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
-					const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
-					asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
-				}
+			dq_stage(sq0, dq, wi, g, t4, odd);
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 			nbar_arrive(DQF + x, NDQ);
 		}
@@ -989,39 +1075,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	wg_wait<0>();
 	reg_fence(dk);
 	reg_fence(da);
-
-	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * HD;
-	if (item.w >= 0) {
-		/* a split k-tile: add to its fp32 slot, converted at the end */
-		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BK * HD;
-#pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const int row = kr + g + rr * 8;
-			float *pk = a.wsk + so + row * HD + t4 * 2, *pv = a.wsv + so + row * HD + t4 * 2;
-#pragma unroll
-			for (int j = 0; j < HD / 8; j++) {
-				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale));
-				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
-			}
-		}
-		return;
-	}
-	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
-	const int64_t ldk = (int64_t)a.hkv * HD;
-	/* read here, not kept through the loop (it spilled) */
-	const int2 K = real_k(a, kt);
-#pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		const int kk = kr + g + rr * 8;
-		if (kk >= K.y)
-			continue;
-		const int64_t off = (int64_t)(K.x + kk) * ldk + t4 * 2;
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++) {
-			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
-			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
-		}
-	}
+	kv_store<T, HD, BK>(a, item, b, hk, kt, dk, dv, kr, g, t4);
 }
 
 #include "hopper_bwd64.cuh"

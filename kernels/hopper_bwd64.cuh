@@ -45,11 +45,6 @@ struct lay64 {
 /* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
 enum { DSB = 6 };
 
-static __device__ __forceinline__ int2 real_k64(const args &a, int t)
-{
-	return a.ktile != NULL ? a.ktile[t] : make_int2(t * BK64, min(BK64, a.sk - t * BK64));
-}
-
 /* The walk one step on (false at its end), counting left down. */
 template <bool QM> static __device__ __forceinline__ bool hb_step(bwalk &w, const args &a, int hk, int kt, int &left)
 {
@@ -97,7 +92,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			bwalk w = {0, 0, 0, 0};
 			int left = item.z, it = 0;
 			bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
-			const int kg = real_k64(a, kt).x;
+			const int kg = real_k<BK64>(a, kt).x;
 			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
 			for (int c = 0; c < 2; c++) {
@@ -186,30 +181,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	 * issue_sdp, ai always) */
 	auto issue_sdp = [&](int st) {
 		const uint32_t q_d = dlo(s0 + M::Q + st * M::QB, 16), o_d = dlo(s0 + M::O + st * M::QB, 16);
-		const float *cL = sL + st * BQ, *cD = sD + st * BQ;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const float2 l = *(const float2 *)(cL + 8 * j + 2 * t4), d = *(const float2 *)(cD + 8 * j + 2 * t4);
-			s[4 * j] = s[4 * j + 2] = l.x;
-			s[4 * j + 1] = s[4 * j + 3] = l.y;
-			dp[4 * j] = dp[4 * j + 2] = d.x;
-			dp[4 * j + 1] = dp[4 * j + 3] = d.y;
-		}
+		acc_ld(s, dp, sL + st * BQ, sD + st * BQ, t4);
 		reg_fence(s);
 		reg_fence(dp);
-		wg_fence();
-#pragma unroll
-		for (int ks = 0; ks < 8; ks++)
-			ss64<0, 0>(tag, s, dsc(k_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(q_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
-		wg_commit();
-#pragma unroll
-		for (int ks = 0; ks < 8; ks++)
-			ss64<0, 0>(tag, dp, dsc(v_d, (ks >> 2) * KBOX + (ks & 3) * 32), dsc(o_d, (ks >> 2) * QBOX + (ks & 3) * 32), 1);
-		wg_commit();
+		sdp_issue<8, KBOX, QBOX, true>(tag, s, dp, k_d, q_d, v_d, o_d);
 	};
 
 	bar_wait(barkv, 0);
 	uint32_t pa[4][4], da[4][4];
+	const float2 none[8] = {};  /* ai: p_pack and ds_pack read no L or D */
 	int prev = -1;              /* the stage of this consumer's last tile */
 	const uint32_t di = s0 + M::DI + 8 * wgu;
 	for (int it = wgu;; it += 2) {
@@ -264,35 +244,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		if (prev >= 0 && lane == 0)
 			bar_arrive(bare + 8 * prev);
 		prev = st;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-#pragma unroll
-			for (int x = 0; x < 4; x++) {
-				const float v = ex2(s[4 * j + x] * a.sl);
-				s[4 * j + x] = (ok >> (4 * j + x)) & 1 ? v : 0.f;
-			}
-			pa[j >> 1][(j & 1) * 2] = dt<T>::pack(s[4 * j], s[4 * j + 1]);
-			pa[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(s[4 * j + 2], s[4 * j + 3]);
-		}
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < BQ / 16; kk++)
-			rs128<1>(tag, dv, pa[kk], dsc(dlo(sO, QBOX), kk * 2048), 1);
-		wg_commit();
+		p_pack<T, true>(s, pa, ok, a, none);
+		rs_issue<128>(tag, dv, pa, sO);
 
 		wg_wait<1>();
 		reg_fence(dp);
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			float ds[4];
-#pragma unroll
-			for (int x = 0; x < 4; x++)
-				ds[x] = s[4 * j + x] * dp[4 * j + x];
-			da[j >> 1][(j & 1) * 2] = dt<T>::pack(ds[0], ds[1]);
-			da[j >> 1][(j & 1) * 2 + 1] = dt<T>::pack(ds[2], ds[3]);
-			sts32(sS + (kr + g) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2]);
-			sts32(sS + (kr + g + 8) * 128 + ((j ^ g) << 4) + t4 * 4, da[j >> 1][(j & 1) * 2 + 1]);
-		}
+		ds_pack<T, true>(s, dp, da, none, sS, kr, g, t4);
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		nbar_sync(DSB + wgu, 128);
 		/* dV, which read P^T from pa, is done (pa's registers free for
@@ -313,28 +270,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		for (int kk = 0; kk < 4; kk++)
 			ss128<1, 1>(tag, dq, dsc(dlo(sS, 0), kk * 2048), dsc(kq_d, kk * 2048), kk > 0);
 		wg_commit();
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < BQ / 16; kk++)
-			rs128<1>(tag, dk, da[kk], dsc(dlo(sQ, QBOX), kk * 2048), 1);
-		wg_commit();
+		rs_issue<128>(tag, dk, da, sQ);
 		wg_wait<1>();
 		reg_fence(dq);
-		/* into this consumer's boxes as bwd stages its half (odd rows
-		 * store column group j^2, for the banks) */
+		/* into this consumer's four boxes */
 		const int odd = g & 1;
 		nbar_sync(DQE + wgu, NDQ);
-#pragma unroll
-		for (int j = 0; j < 16; j++)
-#pragma unroll
-			for (int rr = 0; rr < 2; rr++) {
-				const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
-				const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
-				    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
-				const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
-				const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
-				asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
-			}
+		dq_stage(sq0, dq, wi, g, t4, odd);
 		if (tid % 128 == 0)
 			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(h), "r"(qg) : "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -366,34 +308,5 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		dv[i] += xs[(64 + i) * 128 + tw];
 	}
 
-	const int64_t kbase = ((int64_t)b * a.sk * a.hkv + hk) * 128;
-	if (item.w >= 0) {
-		const int64_t so = (((int64_t)item.w * a.batch + b) * a.hkv + hk) * BK64 * 128;
-#pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const int row = kr + g + rr * 8;
-			float *pk = a.wsk + so + row * 128 + t4 * 2, *pv = a.wsv + so + row * 128 + t4 * 2;
-#pragma unroll
-			for (int j = 0; j < 16; j++) {
-				atomicAdd((float2 *)(pk + j * 8), make_float2(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale));
-				atomicAdd((float2 *)(pv + j * 8), make_float2(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]));
-			}
-		}
-		return;
-	}
-	T *DK = (T *)a.dk + kbase, *DV = (T *)a.dv + kbase;
-	const int64_t ldk = (int64_t)a.hkv * 128;
-	const int2 K = real_k64(a, kt);
-#pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		const int kk = kr + g + rr * 8;
-		if (kk >= K.y)
-			continue;
-		const int64_t off = (int64_t)(K.x + kk) * ldk + t4 * 2;
-#pragma unroll
-		for (int j = 0; j < 16; j++) {
-			*(uint32_t *)(DK + off + j * 8) = dt<T>::pack(dk[4 * j + 2 * rr] * a.scale, dk[4 * j + 2 * rr + 1] * a.scale);
-			*(uint32_t *)(DV + off + j * 8) = dt<T>::pack(dv[4 * j + 2 * rr], dv[4 * j + 2 * rr + 1]);
-		}
-	}
+	kv_store<T, 128, BK64>(a, item, b, hk, kt, dk, dv, kr, g, t4);
 }
