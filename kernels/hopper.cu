@@ -1,9 +1,9 @@
 /* hopper: attention for sm_90a alone (TMA, wgmma, warp specialisation),
  * driven by the same mask plan as flash.  The forward pass lives in
- * hopper_fwd.cuh (namespace hf), the backward pass in hopper_bwd.cuh
- * (namespace hb): two kernels that share the plan and the few PTX wrappers
- * below, kept in one translation unit so the kernel is still one table
- * entry built for one architecture. */
+ * hopper_fwd.cuh (namespace hf), the backward pass in hopper_bwd.cuh and
+ * hopper_bwd64.cuh (namespace hb): kernels that share the plan and the few
+ * PTX wrappers below, kept in one translation unit so the kernel is still
+ * one table entry built for one architecture. */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -11,7 +11,9 @@
  * that the CTAs in flight share one q-head's tiles in L2 (head_items); on
  * causal documents and buckets k-tiles in order, each walking down its
  * q-tiles with every q-head at a q-tile before the next, so that a
- * document's k-tiles add to its dQ lines in step (hb_qm).  Three
+ * document's k-tiles add to its dQ lines in step (hb_qm); on 64-token
+ * block masks on 64-key k-tiles, each consumer a q-tile of its own
+ * (bwd64, hopper_bwd64.cuh, which shares this file's steps).  Three
  * warpgroups: a producer (setmaxnreg 24) whose one thread issues the TMA
  * loads and whose second warp issues the dQ reductions, and two consumers
  * (setmaxnreg 240) of 64 keys each.  K and

@@ -17,7 +17,9 @@
  *
  * The ring of NST stages is shared: step i uses stage i % NST and is given
  * back by the consumer that ran it (4 warps), once its next tile's S^T is
- * done (by then the dK product that read Q has retired).  Each consumer
+ * done (by then the dK product that read Q has retired).  The producer's
+ * thread alone walks the plan: it names each stage's step (INF), and the
+ * consumers and reducing warps read the plan no more.  Each consumer
  * sums dK and dV over its own tiles; the second's sums reach the first
  * through the ring's shared memory at the end.  Not deterministic, no fuse
  * (init never picks this kernel with either). */
@@ -28,9 +30,8 @@ enum { BK64 = 64 };
  * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
  * [NST][BQ]; per stage its step (INF: q-tile, q-head, real first row,
  * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
- * ended); per
- * consumer its staged dQ's q-head and row (DI; -1: no more); mbarriers:
- * K/V, full[NST], empty[NST]. */
+ * ended); per consumer its staged dQ's q-head and row (DI; -1: no more);
+ * mbarriers: K/V, full[NST], empty[NST]. */
 struct lay64 {
 	enum {
 		KB = BK64 * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
