@@ -513,6 +513,17 @@ static __device__ __forceinline__ void rs_issue(T *tag, float (&acc)[HD / 2], co
 	wg_commit();
 }
 
+/* The bits of a thread's scores (key rows k0 + kr + g and + 8) whose keys
+ * lie before skv: keys past it arrive as zeros from TMA and only a k-tile
+ * of BKT keys that ends past it has any. */
+template <int BKT> static __device__ __forceinline__ uint32_t keys_valid(const args &a, int k0, int kr, int g)
+{
+	uint32_t ok = ~0u;
+	if (k0 + BKT > a.skv)
+		ok = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.skv);
+	return ok;
+}
+
 /* dq's column groups of 8 (N / 4 of them) into fp32 boxes of 32 columns
  * from sq0 on (BQ rows of 128 bytes, 128-byte swizzle), rows wi*16 + g
  * and + 8 (odd: g & 1).  The swizzle puts rows g and g^1 of one column
@@ -891,10 +902,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 	for (int i = 0; i < HD / 2; i++)
 		dk[i] = dv[i] = 0;
 
-	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
-	uint32_t kvalid = ~0u;
-	if (k0 + BK > a.skv)
-		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.skv);
+	const uint32_t kvalid = keys_valid<BK>(a, k0, kr, g);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];

@@ -46,12 +46,6 @@ struct lay64 {
 /* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
 enum { DSB = 6 };
 
-/* The walk one step on (false at its end), counting left down. */
-template <bool QM> static __device__ __forceinline__ bool hb_step(bwalk &w, const args &a, int hk, int kt, int &left)
-{
-	return --left > 0 && hb_next<QM>(w, a, hk, kt);
-}
-
 template <typename T, int X>
 __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
@@ -120,7 +114,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
 				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
 				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
-				more = hb_step<QM>(w, a, hk, kt, left);
+				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
 			for (int end = it + 2; it < end; it++) {
 				const int st = it % NST;
@@ -166,10 +160,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	for (int i = 0; i < 64; i++)
 		dk[i] = dv[i] = 0;
 
-	/* Keys past sk (the last k-tile): zeros from TMA, masked anyway. */
-	uint32_t kvalid = ~0u;
-	if (k0 + BK64 > a.skv)
-		kvalid = rect_bits<lay>(0, k0 + kr + g, 0, 1 << 30, 0, a.skv);
+	const uint32_t kvalid = keys_valid<BK64>(a, k0, kr, g);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
