@@ -419,6 +419,24 @@ template <int N> static __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 			asm volatile("" : "+r"(r[i][j]) :: "memory");
 }
 
+/* The producer's load of a stage: q-tile rows qg.. of q-head h (CB boxes
+ * of 64 columns of Q and dO, each BQ rows of 128 bytes) into q
+ * and o, and its padded rows' L and D (from q0) into l and d, all
+ * completing on bar. */
+template <int CB>
+static __device__ __forceinline__ void stage_load(const CUtensorMap *tq, const CUtensorMap *tdo, const args &a,
+    uint32_t q, uint32_t o, uint32_t l, uint32_t d, int h, int qg, int q0, int b, uint32_t bar)
+{
+#pragma unroll
+	for (int c = 0; c < CB; c++) {
+		tma4(q + c * BQ * 128, tq, c * 64, h, qg, b, bar);
+		tma4(o + c * BQ * 128, tdo, c * 64, h, qg, b, bar);
+	}
+	const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
+	bulk(l, a.L + off, BQ * 4, bar);
+	bulk(d, a.D + off, BQ * 4, bar);
+}
+
 /* ---- a consumer's steps, shared by bwd and bwd64 ------------------------- */
 
 /* ai: the accumulators of S^T and dP^T at -L and -D of the stage's rows (a
@@ -817,14 +835,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				if (it >= NST)
 					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
-#pragma unroll
-				for (int c = 0; c < CB; c++) {
-					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, qg, b, bar);
-					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, qg, b, bar);
-				}
-				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
-				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
-				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
+				stage_load<CB>(&tq, &tdo, a, s0 + M::Q + st * M::QB, s0 + M::O + st * M::QB,
+				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
 		} else if (wi == 1) {

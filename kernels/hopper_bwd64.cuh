@@ -106,14 +106,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				    "r"((int)E.ncut) : "memory");
 				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(inf + 16), "r"(cw), "r"(it) : "memory");
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
-#pragma unroll
-				for (int c = 0; c < 2; c++) {
-					tma4(s0 + M::Q + st * M::QB + c * QBOX, &tq, c * 64, h, qg, b, bar);
-					tma4(s0 + M::O + st * M::QB + c * QBOX, &tdo, c * 64, h, qg, b, bar);
-				}
-				const int64_t off = ((int64_t)b * a.hq + h) * a.sqp + q0;
-				bulk(s0 + M::L + st * BQ * 4, a.L + off, BQ * 4, bar);
-				bulk(s0 + M::D + st * BQ * 4, a.D + off, BQ * 4, bar);
+				stage_load<2>(&tq, &tdo, a, s0 + M::Q + st * M::QB, s0 + M::O + st * M::QB,
+				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
 			for (int end = it + 2; it < end; it++) {
