@@ -1265,13 +1265,14 @@ static int head_by_len(const void *x, const void *y)
  * (-1, whole: never).  Stretches where
  * the walks drift apart: masks with several heads (the CTAs in flight
  * each read their own q-tiles) and scattered rows (more
- * than SCATTER runs a k-tile's row).  128 tiles for walks of under 1024,
- * else 256 (H100, round 5, 32K-64K: block_sparse_uniform 64-blocks +14 to
- * +43 %, block_sparse_variable +44 %; on one-head masks stretches, or only
- * their order, lost up to 20 % (hash_sparse) or did nothing).
- * LONGATTN_HOPPER_BWD=seg, seg128, seg256, noseg or whole forces 64, 128,
- * 256, 0 or -1 for A/B runs. */
-enum { SCATTER = 16 };
+ * than SCATTER runs a k-tile's row).  bwd: 128 tiles for walks of
+ * under 1024, else 256 (H100, round 5, 32K-64K: block_sparse_uniform
+ * 64-blocks +14 to +43 %, block_sparse_variable +44 %; on one-head masks
+ * stretches, or only their order, lost up to 20 % (hash_sparse) or did
+ * nothing); bwd64: by the rows' density, below.  LONGATTN_HOPPER_BWD=seg,
+ * seg128, seg256, noseg or whole forces 64, 128, 256, 0 or -1 for A/B
+ * runs. */
+enum { SCATTER = 16, SPAN = 640 };
 
 static int hb_seg(const struct state *f, const struct plan *p)
 {
@@ -1295,6 +1296,20 @@ static int hb_seg(const struct state *f, const struct plan *p)
 	}
 	if (rows == 0 || runs <= SCATTER * rows)
 		return 0;
+	if (f->bk == BK64) {
+		/* bwd64: a stretch of n tiles spans n / d q-tiles of one q-head
+		 * (d the rows' density), whose Q, dO and dQ lines (64 KB a
+		 * q-tile) the CTAs in flight share in L2: the longest stretch
+		 * of 64-256 that spans at most SPAN q-tiles (40 MB of the 50).
+		 * H100, 64-token block masks, against 256 at 32K/64K/128K:
+		 * ratio 0.3 +14 / +9 / +1 % (128), ratio 0.1 +10 % at 32K
+		 * (64; bwd64 does not run there), ratio 0.5 level (256). */
+		const int64_t n = SPAN * tiles / (rows * p->nqt);
+		int seg = 64;
+		while (seg < 256 && 2 * seg <= n)
+			seg *= 2;
+		return seg;
+	}
 	return tiles * group < 1024 * rows ? 128 : 256;
 }
 
