@@ -1301,9 +1301,10 @@ static int hb_seg(const struct state *f, const struct plan *p)
 		 * (d the rows' density), whose Q, dO and dQ lines (64 KB a
 		 * q-tile) the CTAs in flight share in L2: the longest stretch
 		 * of 64-256 that spans at most SPAN q-tiles (40 MB of the 50).
-		 * H100, 64-token block masks, against 256 at 32K/64K/128K:
-		 * ratio 0.3 +14 / +9 / +1 % (128), ratio 0.1 +10 % at 32K
-		 * (64; bwd64 does not run there), ratio 0.5 level (256). */
+		 * H100, 64-token block masks, against the walk-length rule:
+		 * ratio 0.3 +14 / +9 / +1 % at 32K / 64K / 128K (128, not
+		 * 256), ratio 0.5 level (256), ratio 0.1 +10 % at 32K (64,
+		 * not 128; bwd64 does not run there). */
 		const int64_t n = SPAN * tiles / (rows * p->nqt);
 		int seg = 64;
 		while (seg < 256 && 2 * seg <= n)
