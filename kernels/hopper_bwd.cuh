@@ -1123,6 +1123,7 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
 	int bk;                    /* the plan's k-tiles: BK (bwd) or BK64 (bwd64) */
+	int b64p;                  /* bwd64's pairs on bwd's plan (BK) */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
@@ -1618,9 +1619,13 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
 	if constexpr (HD == 128) {
 		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
+			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<>::TOTAL);
 		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
+			e = cudaFuncSetAttribute(bwd64<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<>::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
 	}
 	return e;
 }
@@ -1634,7 +1639,9 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
  * 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
- * checks.  On success p is the plan to run and f->bk its k-tiles. */
+ * checks; b64p runs its pairs on bwd's plan instead (hopper_bwd64.cuh, not
+ * yet checked on a device).  On success p is the plan to run and f->bk
+ * its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 5 };
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
@@ -1644,6 +1651,10 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	f->bk = BK;
 	if (f->s.hd != 128 || f->det || hb_env("no64"))
 		return 0;
+	if (hb_env("b64p")) {
+		f->b64p = 1;
+		return 0;
+	}
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
@@ -1717,7 +1728,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = entinfo(f, &pt, f->bk)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
-	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
+	if (rc == KERN_OK && !f->det && f->bk == BK && !f->b64p && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
 	plan_free(&p);
@@ -1804,7 +1815,10 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	if constexpr (HD == 128) {
 		if (f->bk == BK64) {
 			fn = f->qm ? (void *)bwd64<T, 1> : (void *)bwd64<T, 0>;
-			smem = lay64::TOTAL;
+			smem = lay64<>::TOTAL;
+		} else if (f->b64p) {
+			fn = f->qm ? (void *)bwd64<T, 1, 1> : (void *)bwd64<T, 0, 1>;
+			smem = lay64<1>::TOTAL;
 		}
 	}
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};

@@ -32,44 +32,82 @@ enum { BK64 = 64 };
  * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
  * ended); per consumer its staged dQ's q-head and row (DI; -1: no more);
  * mbarriers: K/V, full[NST], empty[NST]. */
-struct lay64 {
+template <int P = 0> struct lay64 {
 	enum {
-		KB = BK64 * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
-		K = 0, V = KB, Q = 2 * KB, O = Q + NST * QB, S = O + NST * QB,
-		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + NST * BQ * 4, INF = D + NST * BQ * 4,
-		DI = INF + NST * 32, BAR = DI + 16,
+		R = P ? 2 : NST,                  /* the ring's stages */
+		KB = (P ? BK : BK64) * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
+		K = 0, V = KB, Q = 2 * KB, O = Q + R * QB, S = O + R * QB,
+		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + R * BQ * 4, INF = D + R * BQ * 4,
+		DI = INF + R * 32, BAR = DI + 16,
 		TOTAL = BAR + 64 + 1024
 	};
-	static_assert(2 * NST * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
+	static_assert(P || 2 * R * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
 };
 
-/* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
-enum { DSB = 6 };
+/* Named barriers past bwd's: consumer w's dS^T is in shared memory;
+ * (pairs) the second consumer's dQ is staged for the first to add. */
+enum { DSB = 6, DQX = 10 };
 
-template <typename T, int X>
+/* The second consumer's dQ, staged by dq_stage in its boxes at sq1, added
+ * to this one's: the same thread of the other warpgroup wrote each value
+ * (pairs). */
+static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], int wi, int g, int t4, int odd)
+{
+#pragma unroll
+	for (int j = 0; j < 16; j++)
+#pragma unroll
+		for (int rr = 0; rr < 2; rr++) {
+			const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
+			const uint32_t ad = sq1 + (j >> 2) * BQ * 128 + r * 128 +
+			    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+			float v0, v1;
+			asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v0), "=f"(v1) : "r"(ad) : "memory");
+			/* both indices static: one chosen at run time made dq local */
+			if (odd) {
+				dq[4 * (j ^ 2) + 2 * rr] += v0;
+				dq[4 * (j ^ 2) + 2 * rr + 1] += v1;
+			} else {
+				dq[4 * j + 2 * rr] += v0;
+				dq[4 * j + 2 * rr + 1] += v1;
+			}
+		}
+}
+
+/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option, not checked on a
+ * device yet).  A CTA per 128-key k-tile of bwd's plan, consumer w owning
+ * its keys 64w.. (their dK, dV) and taking only the q-tiles its half sees
+ * (einf's bits), the whole tile over its 64 keys as above; where both
+ * halves see a q-tile, the two run it from one Q/dO stage and the second's
+ * dQ is added to the first's in shared memory, so that it reaches L2
+ * once: bwd64 reads Q/dO and adds dQ once per 64 keys and is L2-bound
+ * (round 20).  Each consumer walks the plan itself and waits only on its
+ * own steps; the producer arrives for a half that sees nothing, so the
+ * consumers run apart by up to the ring's two stages. */
+template <typename T, int X, int P = 0>
 __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
 	constexpr bool QM = X & 1;
-	typedef lay64 M;
-	constexpr uint32_t KBOX = BK64 * 128, QBOX = BQ * 128;
+	typedef lay64<P> M;
+	constexpr int R = M::R, BKC = P ? BK : BK64;
+	constexpr uint32_t KBOX = BKC * 128, QBOX = BQ * 128;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
 	unsigned char *sm = smraw + (s0 - smaddr(smraw));
-	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * R;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
 	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
-	const int k0 = kt * BK64, kr = wi * 16;
+	const int k0 = kt * BKC, kr = (P ? wg * 64 : 0) + wi * 16;
 	T *tag = nullptr;
 
 	if (tid == 0) {
 		bar_init(barkv, 1);
-		for (int i = 0; i < NST; i++) {
+		for (int i = 0; i < R; i++) {
 			bar_init(barq + 8 * i, 1);
-			bar_init(bare + 8 * i, 4);
+			bar_init(bare + 8 * i, P ? 8 : 4);
 			sts32(s0 + M::INF + i * 32 + 20, (uint32_t)-1);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -82,12 +120,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		if (wi == 0 && lane == 0) {
 			/* the walk, its steps' tiles and what the consumers need of
 			 * each (INF), then an end mark for each consumer: only this
-			 * thread walks, NST steps ahead, so that the plan's loads
+			 * thread walks, R steps ahead, so that the plan's loads
 			 * (an entry a step on scattered rows) stall no one else */
 			bwalk w = {0, 0, 0, 0};
 			int left = item.z, it = 0;
 			bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
-			const int kg = real_k<BK64>(a, kt).x;
+			const int kg = real_k<BKC>(a, kt).x;
 			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
 			for (int c = 0; c < 2; c++) {
@@ -95,25 +133,33 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
 			for (; more; it++) {
-				const int st = it % NST;
+				const int st = it % R;
 				const uint32_t bar = barq + 8 * st, inf = s0 + M::INF + st * 32;
-				if (it >= NST)
-					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+				if (it >= R)
+					bar_wait(bare + 8 * st, ((it - R) / R) & 1);
 				const plan_ent E = a.ent[w.e];
 				const int h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
 				const int cw = E.ncut > MANY ? a.einf[w.e] >> 2 : E.cut0;
 				asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(inf), "r"(w.t), "r"(h), "r"(qg),
 				    "r"((int)E.ncut) : "memory");
 				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(inf + 16), "r"(cw), "r"(it) : "memory");
+				if constexpr (P) {
+					/* a half that sees nothing of the tile: its
+					 * consumer skips the step, its four arrives here */
+					const int dead = 2 - __popc(a.einf[w.e] & 3);
+					if (dead > 0)
+						asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" :: "r"(bare + 8 * st),
+						    "r"(4 * dead) : "memory");
+				}
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 				stage_load<2>(&tq, &tdo, a, s0 + M::Q + st * M::QB, s0 + M::O + st * M::QB,
 				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
-			for (int end = it + 2; it < end; it++) {
-				const int st = it % NST;
-				if (it >= NST)
-					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
+			for (int end = it + (P ? 0 : 2); it < end; it++) {
+				const int st = it % R;
+				if (it >= R)
+					bar_wait(bare + 8 * st, ((it - R) / R) & 1);
 				sts32(s0 + M::INF + st * 32, (uint32_t)-1);
 				sts32(s0 + M::INF + st * 32 + 20, it);
 				bar_arrive(barq + 8 * st);
@@ -154,14 +200,16 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	for (int i = 0; i < 64; i++)
 		dk[i] = dv[i] = 0;
 
-	const uint32_t kvalid = keys_valid<BK64>(a, k0, kr, g);
+	const uint32_t kvalid = keys_valid<BKC>(a, k0, kr, g);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
 	const int wgu = warp_uniform(wg);
-	/* K and V K-major (S^T, dP^T: both consumers over all 64 keys), K
-	 * N-major over its two boxes (dQ's 128 columns); this consumer's dS^T */
-	const uint32_t k_d = dlo(s0 + M::K, 16), v_d = dlo(s0 + M::V, 16), kq_d = dlo(s0 + M::K, KBOX);
+	/* K and V K-major (S^T, dP^T: both consumers over all 64 keys, or
+	 * (pairs) each over its own), K N-major over its two boxes (dQ's 128
+	 * columns); this consumer's dS^T */
+	const uint32_t kh = P ? wgu * 64 * 128 : 0;
+	const uint32_t k_d = dlo(s0 + M::K + kh, 16), v_d = dlo(s0 + M::V + kh, 16), kq_d = dlo(s0 + M::K + kh, KBOX);
 	const uint32_t sS = s0 + M::S + wgu * M::SB, sq0 = s0 + M::DQ + wgu * M::DB;
 	/* S^T - L = K Q^T - L and dP^T - D = V dO^T - D: two groups (bwd's
 	 * issue_sdp, ai always) */
@@ -178,9 +226,49 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	const float2 none[8] = {};  /* ai: p_pack and ds_pack read no L or D */
 	int prev = -1;              /* the stage of this consumer's last tile */
 	const uint32_t di = s0 + M::DI + 8 * wgu;
-	for (int it = wgu;; it += 2) {
-		const int st = it % NST;
+	/* pairs: this consumer's walk of the plan, for its halves' bits */
+	bwalk w = {0, 0, 0, 0};
+	int left = item.z;
+	bool more = P && left > 0 && hb_start<QM>(w, a, hk, kt, item);
+	for (int it = P ? 0 : wgu;; it += P ? 1 : 2) {
+		const int st = it % R;
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB, inf = s0 + M::INF + st * 32;
+		int both = 0;
+		if constexpr (P) {
+			if (more) {
+				const int live = a.einf[w.e] & 3;
+				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
+				if (!(live >> wgu & 1)) {
+					/* not this half's: the producer arrived for it;
+					 * the last tile's stage back, as the ring may
+					 * need it before this consumer's next tile */
+					if (prev >= 0) {
+						wg_wait<0>();
+						reg_fence(dk);
+						reg_fence(da);
+						__syncwarp();
+						if (lane == 0)
+							bar_arrive(bare + 8 * prev);
+						prev = -1;
+					}
+					continue;
+				}
+				both = live == 3;
+			} else {
+				/* the end: as bwd64's below, its stage named by no one */
+				wg_wait<0>();
+				reg_fence(dk);
+				reg_fence(da);
+				__syncwarp();
+				if (prev >= 0 && lane == 0)
+					bar_arrive(bare + 8 * prev);
+				nbar_sync(DQE + wgu, NDQ);
+				if (tid % 128 == 0)
+					asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
+				nbar_arrive(DQF + wgu, NDQ);
+				break;
+			}
+		}
 		/* The stage's step first: a consumer may reach a stage while the
 		 * other's tile before it there has not landed (nothing orders the
 		 * two consumers), and a parity wait one phase early returns at
@@ -192,11 +280,11 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			if (x == it)
 				break;
 		}
-		bar_wait(barq + 8 * st, (it / NST) & 1);
+		bar_wait(barq + 8 * st, (it / R) & 1);
 		int t, h, qg, ncut, cw;
 		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(t), "=r"(h), "=r"(qg), "=r"(ncut)
 		    : "r"(inf) : "memory");
-		if (t < 0) {
+		if (!P && t < 0) {
 			/* the end: the last tile's stage back (its dK product
 			 * done), and the reducing warp told */
 			wg_wait<0>();
@@ -217,7 +305,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 
 		uint32_t ok = kvalid;
 		if (ncut > MANY)
-			ok &= bm_bits(a.bm + (int64_t)cw * BK64, kr + g, t4);
+			ok &= bm_bits(a.bm + (int64_t)cw * BKC, kr + g, t4);
 		else if (ncut > 0)
 			ok &= cut_bits<lay>(a.cut + cw, ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
 
@@ -235,7 +323,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 
 		wg_wait<1>();
 		reg_fence(dp);
-		ds_pack<T, true>(s, dp, da, none, sS, kr, g, t4);
+		ds_pack<T, true>(s, dp, da, none, sS, kr - (P ? wgu * 64 : 0), g, t4);
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		nbar_sync(DSB + wgu, 128);
 		/* dV, which read P^T from pa, is done (pa's registers free for
@@ -262,7 +350,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		/* into this consumer's four boxes */
 		const int odd = g & 1;
 		nbar_sync(DQE + wgu, NDQ);
+		if (P && both && wgu == 0) {
+			/* the second consumer's dQ of this tile, added here: its
+			 * boxes then go back to it (the one warp's arrive stands for
+			 * its reducing warp's) */
+			nbar_sync(DQX, 256);
+			dq_gather(s0 + M::DQ + M::DB, dq, wi, g, t4, odd);
+			nbar_sync(DSB, 128);
+			if (wi == 0)
+				nbar_arrive(DQE + 1, NDQ);
+		}
 		dq_stage(sq0, dq, wi, g, t4, odd);
+		if (P && both && wgu == 1) {
+			/* to the first consumer, not to this one's reducing warp */
+			nbar_arrive(DQX, 256);
+			reg_fence(dv);
+			continue;
+		}
 		if (tid % 128 == 0)
 			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(h), "r"(qg) : "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -273,26 +377,28 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	reg_fence(dk);
 	reg_fence(dv);
 
-	/* the second consumer's sums to the first through the ring, which no
-	 * product reads any more (both have waited on their last) */
-	float *xs = (float *)(sm + M::Q);
-	const int tw = tid & 127;
-	nbar_sync(1, NT);
-	if (wg == 1) {
+	if constexpr (!P) {
+		/* the second consumer's sums to the first through the ring, which
+		 * no product reads any more (both have waited on their last) */
+		float *xs = (float *)(sm + M::Q);
+		const int tw = tid & 127;
+		nbar_sync(1, NT);
+		if (wg == 1) {
+#pragma unroll
+			for (int i = 0; i < 64; i++) {
+				xs[i * 128 + tw] = dk[i];
+				xs[(64 + i) * 128 + tw] = dv[i];
+			}
+		}
+		nbar_sync(1, NT);
+		if (wg == 1)
+			return;
 #pragma unroll
 		for (int i = 0; i < 64; i++) {
-			xs[i * 128 + tw] = dk[i];
-			xs[(64 + i) * 128 + tw] = dv[i];
+			dk[i] += xs[i * 128 + tw];
+			dv[i] += xs[(64 + i) * 128 + tw];
 		}
 	}
-	nbar_sync(1, NT);
-	if (wg == 1)
-		return;
-#pragma unroll
-	for (int i = 0; i < 64; i++) {
-		dk[i] += xs[i * 128 + tw];
-		dv[i] += xs[(64 + i) * 128 + tw];
-	}
 
-	kv_store<T, 128, BK64>(a, item, b, hk, kt, dk, dv, kr, g, t4);
+	kv_store<T, 128, BKC>(a, item, b, hk, kt, dk, dv, kr, g, t4);
 }
