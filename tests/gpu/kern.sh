@@ -10,7 +10,8 @@
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks; and dQ converted by the CTAs under fuse and
-#                      fusez; 64-key k-tiles forced on every pattern):
+#                      fusez; 64-key k-tiles, and their pairs, forced on
+#                      every pattern):
 #                      every row ok, a bwd row's second run
 #                      checked too where its bits differ;
 #                      a kernel that lists det (kbench -l) also runs its
@@ -222,6 +223,17 @@ check)
 	force "" b64,ph1,hseg4
 	kb "b64 per-head stretches" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
+	# its pairs (b64p, an A/B option): each consumer a 64-key half of a
+	# 128-key tile, on the q-tiles that half sees; dQ of a q-tile both
+	# see summed in shared memory
+	force "" b64p
+	kb "b64p bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
+	    $M/block_sparse_uniform.8192.amask
+	kb "b64p fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
+	    $M/share_question.4096.amask
+	force "" b64p,pad,qm
+	kb "b64p padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
+	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
 	force "" ""
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
