@@ -1639,8 +1639,8 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
  * 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
- * checks; b64p runs its pairs on bwd's plan instead (hopper_bwd64.cuh, not
- * yet checked on a device).  On success p is the plan to run and f->bk
+ * checks; b64p runs its pairs on bwd's plan instead (hopper_bwd64.cuh; an
+ * A/B option, slower so far).  On success p is the plan to run and f->bk
  * its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 5 };
 

@@ -73,8 +73,9 @@ static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], 
 		}
 }
 
-/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option, not checked on a
- * device yet).  A CTA per 128-key k-tile of bwd's plan, consumer w owning
+/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option: exact, but at ratio
+ * 0.5 of 64-token blocks 317 TFLOP/s against bwd64's 354 on an H100, its
+ * both-halves tiles a rendezvous: bench/NOTES.md, round 20).  A CTA per 128-key k-tile of bwd's plan, consumer w owning
  * its keys 64w.. (their dK, dV) and taking only the q-tiles its half sees
  * (einf's bits), the whole tile over its 64 keys as above; where both
  * halves see a q-tile, the two run it from one Q/dO stage and the second's
@@ -226,6 +227,20 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	const float2 none[8] = {};  /* ai: p_pack and ds_pack read no L or D */
 	int prev = -1;              /* the stage of this consumer's last tile */
 	const uint32_t di = s0 + M::DI + 8 * wgu;
+	/* the end: the last tile's stage back (its dK product done), and the
+	 * reducing warp told */
+	auto finish = [&]() {
+		wg_wait<0>();
+		reg_fence(dk);
+		reg_fence(da);
+		__syncwarp();
+		if (prev >= 0 && lane == 0)
+			bar_arrive(bare + 8 * prev);
+		nbar_sync(DQE + wgu, NDQ);
+		if (tid % 128 == 0)
+			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
+		nbar_arrive(DQF + wgu, NDQ);
+	};
 	/* pairs: this consumer's walk of the plan, for its halves' bits */
 	bwalk w = {0, 0, 0, 0};
 	int left = item.z;
@@ -255,17 +270,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				}
 				both = live == 3;
 			} else {
-				/* the end: as bwd64's below, its stage named by no one */
-				wg_wait<0>();
-				reg_fence(dk);
-				reg_fence(da);
-				__syncwarp();
-				if (prev >= 0 && lane == 0)
-					bar_arrive(bare + 8 * prev);
-				nbar_sync(DQE + wgu, NDQ);
-				if (tid % 128 == 0)
-					asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
-				nbar_arrive(DQF + wgu, NDQ);
+				finish();      /* the walk's end, its stage named by no one */
 				break;
 			}
 		}
@@ -285,18 +290,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(t), "=r"(h), "=r"(qg), "=r"(ncut)
 		    : "r"(inf) : "memory");
 		if (!P && t < 0) {
-			/* the end: the last tile's stage back (its dK product
-			 * done), and the reducing warp told */
-			wg_wait<0>();
-			reg_fence(dk);
-			reg_fence(da);
-			__syncwarp();
-			if (prev >= 0 && lane == 0)
-				bar_arrive(bare + 8 * prev);
-			nbar_sync(DQE + wgu, NDQ);
-			if (tid % 128 == 0)
-				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
-			nbar_arrive(DQF + wgu, NDQ);
+			finish();
 			break;
 		}
 		asm volatile("ld.shared.u32 %0, [%1];" : "=r"(cw) : "r"(inf + 16) : "memory");

@@ -210,30 +210,24 @@ check)
 	force "" ""
 	# 64-key k-tiles, the two consumers taking q-tiles in turns (hd 128;
 	# by default where they visit under 75 % of the 64x128 plan's area:
-	# 64-token block masks), forced on every mask, odd lengths, split
-	# walks, padded plans, q-major walks, per-head stretches, batch 2
-	force "" b64
-	kb "b64 bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
-	    $M/block_sparse_uniform.8192.amask
-	kb "b64 fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
-	    $M/share_question.4096.amask
-	force "" b64,pad,qm
-	kb "b64 padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
-	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
+	# 64-token block masks), and their pairs (b64p, an A/B option: each
+	# consumer a 64-key half of a 128-key tile, on the q-tiles that half
+	# sees; dQ of a q-tile both see summed in shared memory), forced on
+	# every mask, odd lengths, split walks, padded plans, q-major walks,
+	# per-head stretches, batch 2
+	for v in b64 b64p; do
+		force "" $v
+		kb "$v bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
+		    $M/block_sparse_uniform.8192.amask
+		kb "$v fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
+		    $M/share_question.4096.amask
+		force "" $v,pad,qm
+		kb "$v padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
+		    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
+	done
 	force "" b64,ph1,hseg4
 	kb "b64 per-head stretches" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
-	# its pairs (b64p, an A/B option): each consumer a 64-key half of a
-	# 128-key tile, on the q-tiles that half sees; dQ of a q-tile both
-	# see summed in shared memory
-	force "" b64p
-	kb "b64p bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
-	    $M/block_sparse_uniform.8192.amask
-	kb "b64p fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
-	    $M/share_question.4096.amask
-	force "" b64p,pad,qm
-	kb "b64p padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
-	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
 	force "" ""
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
