@@ -26,7 +26,8 @@
 
 enum { BK64 = 64 };
 
-/* Shared memory: K, V [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
+/* Shared memory (pairs: K, V [2][128][64], a ring of 2): K, V
+ * [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
  * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
  * [NST][BQ]; per stage its step (INF: q-tile, q-head, real first row,
  * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
@@ -73,17 +74,18 @@ static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], 
 		}
 }
 
-/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option: exact, but at ratio
- * 0.5 of 64-token blocks 317 TFLOP/s against bwd64's 354 on an H100, its
- * both-halves tiles a rendezvous: bench/NOTES.md, round 20).  A CTA per 128-key k-tile of bwd's plan, consumer w owning
- * its keys 64w.. (their dK, dV) and taking only the q-tiles its half sees
- * (einf's bits), the whole tile over its 64 keys as above; where both
- * halves see a q-tile, the two run it from one Q/dO stage and the second's
- * dQ is added to the first's in shared memory, so that it reaches L2
- * once: bwd64 reads Q/dO and adds dQ once per 64 keys and is L2-bound
- * (round 20).  Each consumer walks the plan itself and waits only on its
- * own steps; the producer arrives for a half that sees nothing, so the
- * consumers run apart by up to the ring's two stages. */
+/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option).  A CTA per 128-key
+ * k-tile of bwd's plan, consumer w owning its keys 64w.. (their dK, dV)
+ * and taking only the q-tiles its half sees (einf's bits), the whole tile
+ * over its 64 keys as above; where both halves see a q-tile, the two run
+ * it from one Q/dO stage and the second's dQ is added to the first's in
+ * shared memory, so that it reaches L2 once: bwd64 reads Q/dO and adds dQ
+ * once per 64 keys and is L2-bound.  Each consumer walks the plan itself
+ * and waits only on its own steps; the producer arrives for a half that
+ * sees nothing, so the consumers run apart by up to the ring's two
+ * stages.  Exact, but slower so far (at ratio 0.5 of 64-token blocks 317
+ * TFLOP/s against bwd64's 354 on an H100: the first consumer waits for
+ * the second on every q-tile both see; bench/NOTES.md, round 20). */
 template <typename T, int X, int P = 0>
 __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
