@@ -550,6 +550,12 @@ template <int BKT> static __device__ __forceinline__ uint32_t keys_valid(const a
  * that each
  * half-warp hits 32 distinct banks (ncu: 2 wavefronts a half-warp
  * before). */
+static __device__ __forceinline__ uint32_t dq_addr(uint32_t sq0, int j, int rr, int wi, int g, int t4, int odd)
+{
+	const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
+	return sq0 + (j >> 2) * BQ * 128 + r * 128 + (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+}
+
 template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, const float (&dq)[N], int wi, int g, int t4,
     int odd)
 {
@@ -557,9 +563,7 @@ template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, c
 	for (int j = 0; j < N / 4; j++)
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
-			const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
-			const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
-			    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+			const uint32_t ad = dq_addr(sq0, j, rr, wi, g, t4, odd);
 			const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
 			const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
 			asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");

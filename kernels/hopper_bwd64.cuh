@@ -58,9 +58,7 @@ static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], 
 	for (int j = 0; j < 16; j++)
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
-			const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
-			const uint32_t ad = sq1 + (j >> 2) * BQ * 128 + r * 128 +
-			    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
+			const uint32_t ad = dq_addr(sq1, j, rr, wi, g, t4, odd);
 			float v0, v1;
 			asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v0), "=f"(v1) : "r"(ad) : "memory");
 			/* both indices static: one chosen at run time made dq local */
@@ -229,15 +227,18 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	const float2 none[8] = {};  /* ai: p_pack and ds_pack read no L or D */
 	int prev = -1;              /* the stage of this consumer's last tile */
 	const uint32_t di = s0 + M::DI + 8 * wgu;
-	/* the end: the last tile's stage back (its dK product done), and the
-	 * reducing warp told */
-	auto finish = [&]() {
+	/* the last tile's stage back, its dK product done */
+	auto give_back = [&]() {
 		wg_wait<0>();
 		reg_fence(dk);
 		reg_fence(da);
 		__syncwarp();
 		if (prev >= 0 && lane == 0)
 			bar_arrive(bare + 8 * prev);
+	};
+	/* the end: that, and the reducing warp told */
+	auto finish = [&]() {
+		give_back();
 		nbar_sync(DQE + wgu, NDQ);
 		if (tid % 128 == 0)
 			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
@@ -260,12 +261,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 					 * the last tile's stage back, as the ring may
 					 * need it before this consumer's next tile */
 					if (prev >= 0) {
-						wg_wait<0>();
-						reg_fence(dk);
-						reg_fence(da);
-						__syncwarp();
-						if (lane == 0)
-							bar_arrive(bare + 8 * prev);
+						give_back();
 						prev = -1;
 					}
 					continue;
