@@ -1127,7 +1127,7 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
 	int bk;                    /* the plan's k-tiles: BK (bwd) or BK64 (bwd64) */
-	int b64p;                  /* bwd64's pairs on bwd's plan (BK) */
+	int b64p;                  /* bwd64's pairs on bwd's plan (BK): 1, 2 without the merge */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
@@ -1630,6 +1630,10 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 			e = cudaFuncSetAttribute(bwd64<T, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
 		if (e == cudaSuccess)
 			e = cudaFuncSetAttribute(bwd64<T, 1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<2>::TOTAL);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(bwd64<T, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<2>::TOTAL);
 	}
 	return e;
 }
@@ -1643,8 +1647,8 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
  * 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
- * checks; b64p runs its pairs on bwd's plan instead (hopper_bwd64.cuh; an
- * A/B option, slower so far).  On success p is the plan to run and f->bk
+ * checks; b64p runs its pairs on bwd's plan instead, b64q the pairs
+ * without their dQ merge (hopper_bwd64.cuh; A/B options).  On success p is the plan to run and f->bk
  * its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 5 };
 
@@ -1655,8 +1659,8 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	f->bk = BK;
 	if (f->s.hd != 128 || f->det || hb_env("no64"))
 		return 0;
-	if (hb_env("b64p")) {
-		f->b64p = 1;
+	if (hb_env("b64p") || hb_env("b64q")) {
+		f->b64p = hb_env("b64p") ? 1 : 2;
 		return 0;
 	}
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
@@ -1820,9 +1824,12 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		if (f->bk == BK64) {
 			fn = f->qm ? (void *)bwd64<T, 1> : (void *)bwd64<T, 0>;
 			smem = lay64<>::TOTAL;
-		} else if (f->b64p) {
+		} else if (f->b64p == 1) {
 			fn = f->qm ? (void *)bwd64<T, 1, 1> : (void *)bwd64<T, 0, 1>;
 			smem = lay64<1>::TOTAL;
+		} else if (f->b64p == 2) {
+			fn = f->qm ? (void *)bwd64<T, 1, 2> : (void *)bwd64<T, 0, 2>;
+			smem = lay64<2>::TOTAL;
 		}
 	}
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};

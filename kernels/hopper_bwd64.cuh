@@ -31,25 +31,26 @@ enum { BK64 = 64 };
  * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
  * [NST][BQ]; per stage its step (INF: q-tile, q-head, real first row,
  * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
- * ended); per consumer its staged dQ's q-head and row (DI; -1: no more);
- * mbarriers: K/V, full[NST], empty[NST]. */
+ * ended); per consumer its staged dQ's q-head and row (DI; -1: no more;
+ * bit 30 of the q-head: a pair's sum); (pairs that merge) a counter per
+ * thread pair (PC); mbarriers: K/V, full[NST], empty[NST], (pairs that
+ * merge) a pair's sum staged. */
 template <int P = 0> struct lay64 {
 	enum {
 		R = P ? 2 : NST,                  /* the ring's stages */
 		KB = (P ? BK : BK64) * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
 		K = 0, V = KB, Q = 2 * KB, O = Q + R * QB, S = O + R * QB,
 		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + R * BQ * 4, INF = D + R * BQ * 4,
-		DI = INF + R * 32, BAR = DI + 16,
+		DI = INF + R * 32, PC = DI + 16, BAR = PC + (P == 1 ? 128 * 4 : 0),
 		TOTAL = BAR + 64 + 1024
 	};
 	static_assert(P || 2 * R * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
 };
 
-/* Named barriers past bwd's: consumer w's dS^T is in shared memory;
- * (pairs) the second consumer's dQ is staged for the first to add. */
-enum { DSB = 6, DQX = 10 };
+/* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
+enum { DSB = 6 };
 
-/* The second consumer's dQ, staged by dq_stage in its boxes at sq1, added
+/* The other consumer's dQ, staged by dq_stage in its boxes at sq1, added
  * to this one's: the same thread of the other warpgroup wrote each value
  * (pairs). */
 static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], int wi, int g, int t4, int odd)
@@ -72,18 +73,26 @@ static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], 
 		}
 }
 
-/* P: pairs (LONGATTN_HOPPER_BWD=b64p, an A/B option).  A CTA per 128-key
- * k-tile of bwd's plan, consumer w owning its keys 64w.. (their dK, dV)
- * and taking only the q-tiles its half sees (einf's bits), the whole tile
- * over its 64 keys as above; where both halves see a q-tile, the two run
- * it from one Q/dO stage and the second's dQ is added to the first's in
- * shared memory, so that it reaches L2 once: bwd64 reads Q/dO and adds dQ
- * once per 64 keys and is L2-bound.  Each consumer walks the plan itself
- * and waits only on its own steps; the producer arrives for a half that
- * sees nothing, so the consumers run apart by up to the ring's two
- * stages.  Exact, but slower so far (at ratio 0.5 of 64-token blocks 317
- * TFLOP/s against bwd64's 354 on an H100: the first consumer waits for
- * the second on every q-tile both see; bench/NOTES.md, round 20). */
+/* P: pairs (LONGATTN_HOPPER_BWD=b64p, and b64q without the merge: A/B
+ * options).  A CTA per 128-key k-tile of bwd's plan, consumer w owning its
+ * keys 64w.. (their dK, dV) and taking only the q-tiles its half sees
+ * (einf's bits), the whole tile over its 64 keys as above; where both
+ * halves see a q-tile, the two run it from one Q/dO stage and (P 1) their
+ * dQs are summed in shared memory, so that it reaches L2 once: bwd64
+ * reads Q/dO and adds dQ once per 64 keys and is L2-bound.  Each consumer
+ * walks the plan itself and waits only on its own steps; the producer
+ * arrives for a half that sees nothing, so the consumers run apart by up
+ * to the ring's two stages.
+ *
+ * The merge waits for no one: each thread stages its dQ in its own boxes
+ * and counts on its pair's word (the other consumer's thread of the same
+ * index stages the same positions).  The second of the two adds the
+ * first's values and stores the sum in the first consumer's boxes, whose
+ * reducing warp waits for all 128 sums (an mbarrier) and then gives both
+ * consumers' boxes back.  So a consumer runs on past a q-tile both see
+ * until it needs its boxes again.  (Round 20's merge had the first
+ * consumer wait for the second's whole tile: 317 TFLOP/s against bwd64's
+ * 354 at ratio 0.5 of 64-token blocks on an H100.) */
 template <typename T, int X, int P = 0>
 __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
@@ -96,7 +105,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
 	unsigned char *sm = smraw + (s0 - smaddr(smraw));
-	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * R;
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * R, barp = bare + 8 * R;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
@@ -111,9 +120,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			bar_init(bare + 8 * i, P ? 8 : 4);
 			sts32(s0 + M::INF + i * 32 + 20, (uint32_t)-1);
 		}
+		if (P == 1)
+			bar_init(barp, 128);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 	}
+	if (P == 1 && tid < 128)
+		sts32(s0 + M::PC + 4 * tid, 0);
 	__syncthreads();
 
 	if (wg == 2) {
@@ -169,6 +182,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			/* consumer x's dQ: its four boxes (columns 32y..) added to
 			 * the workspace by TMA, tile by tile, free again once read */
 			const int x = wi - 1;
+			int pp = 0;     /* the pair-sum barrier's phase */
 			nbar_arrive(DQE + x, NDQ);
 			for (;;) {
 				nbar_sync(DQF + x, NDQ);
@@ -176,6 +190,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(h), "=r"(q0) : "r"(s0 + M::DI + 8 * x) : "memory");
 				if (h < 0)
 					break;
+				const int pair = P == 1 && (h >> 30 & 1);
+				h &= ~(1 << 30);
+				if (pair) {
+					/* a q-tile both consumers ran: its 128 sums */
+					bar_wait(barp, pp);
+					pp ^= 1;
+				}
 				if (lane == 0) {
 #pragma unroll
 					for (int y = 0; y < 4; y++)
@@ -187,6 +208,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 					asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 				}
 				__syncwarp();
+				if (pair)       /* the second consumer's boxes, read by the sums */
+					nbar_arrive(DQE + 1, NDQ);
 				nbar_arrive(DQE + x, NDQ);
 			}
 			if (lane == 0)
@@ -266,7 +289,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 					}
 					continue;
 				}
-				both = live == 3;
+				both = P == 1 && live == 3;
 			} else {
 				finish();      /* the walk's end, its stage named by no one */
 				break;
@@ -342,22 +365,25 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		/* into this consumer's four boxes */
 		const int odd = g & 1;
 		nbar_sync(DQE + wgu, NDQ);
-		if (P && both && wgu == 0) {
-			/* the second consumer's dQ of this tile, added here: its
-			 * boxes then go back to it (the one warp's arrive stands for
-			 * its reducing warp's) */
-			nbar_sync(DQX, 256);
-			dq_gather(s0 + M::DQ + M::DB, dq, wi, g, t4, odd);
-			nbar_sync(DSB, 128);
-			if (wi == 0)
-				nbar_arrive(DQE + 1, NDQ);
-		}
 		dq_stage(sq0, dq, wi, g, t4, odd);
-		if (P && both && wgu == 1) {
-			/* to the first consumer, not to this one's reducing warp */
-			nbar_arrive(DQX, 256);
-			reg_fence(dv);
-			continue;
+		if (P == 1 && both) {
+			/* the pair's word: odd, this thread is the second of the
+			 * two (acq_rel: the first's stores are seen) */
+			uint32_t n;
+			asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(n)
+			    : "r"(s0 + M::PC + 4 * (tid & 127)) : "memory");
+			if (n & 1) {
+				dq_gather(s0 + M::DQ + (wgu ^ 1) * M::DB, dq, wi, g, t4, odd);
+				dq_stage(s0 + M::DQ, dq, wi, g, t4, odd);
+				asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+				bar_arrive(barp);
+			}
+			if (wgu == 1) {
+				/* the first consumer's reducing warp adds the sum */
+				reg_fence(dv);
+				continue;
+			}
+			h |= 1 << 30;
 		}
 		if (tid % 128 == 0)
 			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(h), "r"(qg) : "memory");

@@ -212,10 +212,10 @@ check)
 	# by default where they visit under 75 % of the 64x128 plan's area:
 	# 64-token block masks), and their pairs (b64p, an A/B option: each
 	# consumer a 64-key half of a 128-key tile, on the q-tiles that half
-	# sees; dQ of a q-tile both see summed in shared memory), forced on
-	# every mask, odd lengths, split walks, padded plans, q-major walks,
-	# per-head stretches, batch 2
-	for v in b64 b64p; do
+	# sees; dQ of a q-tile both see summed in shared memory; b64q without
+	# that sum), forced on every mask, odd lengths, split walks, padded
+	# plans, q-major walks, per-head stretches, batch 2
+	for v in b64 b64p b64q; do
 		force "" $v
 		kb "$v bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
 		    $M/block_sparse_uniform.8192.amask
