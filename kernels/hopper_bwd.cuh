@@ -550,12 +550,6 @@ template <int BKT> static __device__ __forceinline__ uint32_t keys_valid(const a
  * that each
  * half-warp hits 32 distinct banks (ncu: 2 wavefronts a half-warp
  * before). */
-static __device__ __forceinline__ uint32_t dq_addr(uint32_t sq0, int j, int rr, int wi, int g, int t4, int odd)
-{
-	const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
-	return sq0 + (j >> 2) * BQ * 128 + r * 128 + (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
-}
-
 template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, const float (&dq)[N], int wi, int g, int t4,
     int odd)
 {
@@ -563,7 +557,9 @@ template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, c
 	for (int j = 0; j < N / 4; j++)
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
-			const uint32_t ad = dq_addr(sq0, j, rr, wi, g, t4, odd);
+			const int r = wi * 16 + g + rr * 8, je = j ^ (odd << 1);
+			const uint32_t ad = sq0 + (j >> 2) * BQ * 128 + r * 128 +
+			    (((2 * (je & 3) + (t4 >> 1)) ^ g) << 4) + (t4 & 1) * 8;
 			const float v0 = odd ? dq[4 * (j ^ 2) + 2 * rr] : dq[4 * j + 2 * rr];
 			const float v1 = odd ? dq[4 * (j ^ 2) + 2 * rr + 1] : dq[4 * j + 2 * rr + 1];
 			asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(ad), "f"(v0), "f"(v1) : "memory");
@@ -1127,7 +1123,6 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int half;                  /* bwd<..., HALF> (entinfo) */
 	int bk;                    /* the plan's k-tiles: BK (bwd) or BK64 (bwd64) */
-	int b64p;                  /* bwd64's pairs on bwd's plan (BK): 1, 2 without the merge */
 	int prepzero;              /* dQ's workspace zeroed by prep, not by a memset */
 	int fuse;                  /* args' fuse (fuse_targets): tgt [mheads][nqt]; sem counts down */
 	int32_t *tgt;
@@ -1623,17 +1618,9 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
 	if constexpr (HD == 128) {
 		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<>::TOTAL);
+			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
 		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<>::TOTAL);
-		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
-		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<1>::TOTAL);
-		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<2>::TOTAL);
-		if (e == cudaSuccess)
-			e = cudaFuncSetAttribute(bwd64<T, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64<2>::TOTAL);
+			e = cudaFuncSetAttribute(bwd64<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
 	}
 	return e;
 }
@@ -1647,9 +1634,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
  * 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
- * checks; b64p runs its pairs on bwd's plan instead, b64q the pairs
- * without their dQ merge (hopper_bwd64.cuh; A/B options).  On success p is the plan to run and f->bk
- * its k-tiles. */
+ * checks.  On success p is the plan to run and f->bk its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 5 };
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
@@ -1659,10 +1644,6 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	f->bk = BK;
 	if (f->s.hd != 128 || f->det || hb_env("no64"))
 		return 0;
-	if (hb_env("b64p") || hb_env("b64q")) {
-		f->b64p = hb_env("b64p") ? 1 : 2;
-		return 0;
-	}
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
@@ -1736,7 +1717,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
 	    (rc = entinfo(f, &pt, f->bk)) == KERN_OK)
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
-	if (rc == KERN_OK && !f->det && f->bk == BK && !f->b64p && (hb_env("fuse") || hb_env("fusez")))
+	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
 	plan_free(&p);
@@ -1823,13 +1804,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	if constexpr (HD == 128) {
 		if (f->bk == BK64) {
 			fn = f->qm ? (void *)bwd64<T, 1> : (void *)bwd64<T, 0>;
-			smem = lay64<>::TOTAL;
-		} else if (f->b64p == 1) {
-			fn = f->qm ? (void *)bwd64<T, 1, 1> : (void *)bwd64<T, 0, 1>;
-			smem = lay64<1>::TOTAL;
-		} else if (f->b64p == 2) {
-			fn = f->qm ? (void *)bwd64<T, 1, 2> : (void *)bwd64<T, 0, 2>;
-			smem = lay64<2>::TOTAL;
+			smem = lay64::TOTAL;
 		}
 	}
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};

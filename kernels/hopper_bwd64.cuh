@@ -26,107 +26,61 @@
 
 enum { BK64 = 64 };
 
-/* Shared memory (pairs: K, V [2][128][64], a ring of 2): K, V
- * [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
+/* Shared memory: K, V [2][64][64]; Q, dO [NST][2][BQ][64]; dS^T per
  * consumer [64][BQ]; dQ per consumer [4 boxes][BQ][32] fp32; L, D
  * [NST][BQ]; per stage its step (INF: q-tile, q-head, real first row,
  * cuts, first cut or bitmask, the step's number; q-tile -1: the walk has
- * ended); per consumer its staged dQ's q-head and row (DI; -1: no more;
- * bit 30 of the q-head: a pair's sum); (pairs that merge) a counter per
- * thread pair (PC); mbarriers: K/V, full[NST], empty[NST], (pairs that
- * merge) a pair's sum staged. */
-template <int P = 0> struct lay64 {
+ * ended); per consumer its staged dQ's q-head and row (DI; -1: no more);
+ * mbarriers: K/V, full[NST], empty[NST]. */
+struct lay64 {
 	enum {
-		R = P ? 2 : NST,                  /* the ring's stages */
-		KB = (P ? BK : BK64) * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
-		K = 0, V = KB, Q = 2 * KB, O = Q + R * QB, S = O + R * QB,
-		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + R * BQ * 4, INF = D + R * BQ * 4,
-		DI = INF + R * 32, PC = DI + 16, BAR = PC + (P == 1 ? 128 * 4 : 0),
+		KB = BK64 * 128 * 2, QB = BQ * 128 * 2, SB = BK64 * BQ * 2, DB = 4 * BQ * 128,
+		K = 0, V = KB, Q = 2 * KB, O = Q + NST * QB, S = O + NST * QB,
+		DQ = S + 2 * SB, L = DQ + 2 * DB, D = L + NST * BQ * 4, INF = D + NST * BQ * 4,
+		DI = INF + NST * 32, BAR = DI + 16,
 		TOTAL = BAR + 64 + 1024
 	};
-	static_assert(P || 2 * R * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
+	static_assert(2 * NST * QB >= 2 * 64 * 128 * 4, "the second consumer's dK, dV past the ring");
 };
 
 /* Named barriers past bwd's: consumer w's dS^T is in shared memory. */
 enum { DSB = 6 };
 
-/* The other consumer's dQ, staged by dq_stage in its boxes at sq1, added
- * to this one's: the same thread of the other warpgroup wrote each value
- * (pairs). */
-static __device__ __forceinline__ void dq_gather(uint32_t sq1, float (&dq)[64], int wi, int g, int t4, int odd)
-{
-#pragma unroll
-	for (int j = 0; j < 16; j++)
-#pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const uint32_t ad = dq_addr(sq1, j, rr, wi, g, t4, odd);
-			float v0, v1;
-			asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v0), "=f"(v1) : "r"(ad) : "memory");
-			/* both indices static: one chosen at run time made dq local */
-			if (odd) {
-				dq[4 * (j ^ 2) + 2 * rr] += v0;
-				dq[4 * (j ^ 2) + 2 * rr + 1] += v1;
-			} else {
-				dq[4 * j + 2 * rr] += v0;
-				dq[4 * j + 2 * rr + 1] += v1;
-			}
-		}
-}
+/* 64-key k-tiles by pairs (a CTA per 128-key k-tile, each consumer a
+ * 64-key half on the q-tiles its half sees, both sharing a Q/dO stage and
+ * summing their dQ in shared memory where both see one) were measured
+ * and removed (b9b948b): the ring has room for two stages only, and they
+ * ran 16-30 % behind this kernel (bench/NOTES.md, round 21). */
 
-/* P: pairs (LONGATTN_HOPPER_BWD=b64p, and b64q without the merge: A/B
- * options).  A CTA per 128-key k-tile of bwd's plan, consumer w owning its
- * keys 64w.. (their dK, dV) and taking only the q-tiles its half sees
- * (einf's bits), the whole tile over its 64 keys as above; where both
- * halves see a q-tile, the two run it from one Q/dO stage and (P 1) their
- * dQs are summed in shared memory, so that it reaches L2 once: bwd64
- * reads Q/dO and adds dQ once per 64 keys and is L2-bound.  Each consumer
- * walks the plan itself and waits only on its own steps; the producer
- * arrives for a half that sees nothing, so the consumers run apart by up
- * to the ring's two stages.
- *
- * The merge waits for no one: each thread stages its dQ in its own boxes
- * and counts on its pair's word (the other consumer's thread of the same
- * index stages the same positions).  The second of the two adds the
- * first's values and stores the sum in the first consumer's boxes, whose
- * reducing warp waits for all 128 sums (an mbarrier) and then gives both
- * consumers' boxes back.  So a consumer runs on past a q-tile both see
- * until it needs its boxes again.  (Round 20's merge had the first
- * consumer wait for the second's whole tile: 317 TFLOP/s against bwd64's
- * 354 at ratio 0.5 of 64-token blocks on an H100.) */
-template <typename T, int X, int P = 0>
+template <typename T, int X>
 __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
 	constexpr bool QM = X & 1;
-	typedef lay64<P> M;
-	constexpr int R = M::R, BKC = P ? BK : BK64;
-	constexpr uint32_t KBOX = BKC * 128, QBOX = BQ * 128;
+	typedef lay64 M;
+	constexpr uint32_t KBOX = BK64 * 128, QBOX = BQ * 128;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t s0 = (smaddr(smraw) + 1023) & ~1023u;
 	unsigned char *sm = smraw + (s0 - smaddr(smraw));
-	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * R, barp = bare + 8 * R;
+	const uint32_t barkv = s0 + M::BAR, barq = s0 + M::BAR + 8, bare = barq + 8 * NST;
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
 	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
-	const int k0 = kt * BKC, kr = (P ? wg * 64 : 0) + wi * 16;
+	const int k0 = kt * BK64, kr = wi * 16;
 	T *tag = nullptr;
 
 	if (tid == 0) {
 		bar_init(barkv, 1);
-		for (int i = 0; i < R; i++) {
+		for (int i = 0; i < NST; i++) {
 			bar_init(barq + 8 * i, 1);
-			bar_init(bare + 8 * i, P ? 8 : 4);
+			bar_init(bare + 8 * i, 4);
 			sts32(s0 + M::INF + i * 32 + 20, (uint32_t)-1);
 		}
-		if (P == 1)
-			bar_init(barp, 128);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 	}
-	if (P == 1 && tid < 128)
-		sts32(s0 + M::PC + 4 * tid, 0);
 	__syncthreads();
 
 	if (wg == 2) {
@@ -134,12 +88,12 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		if (wi == 0 && lane == 0) {
 			/* the walk, its steps' tiles and what the consumers need of
 			 * each (INF), then an end mark for each consumer: only this
-			 * thread walks, R steps ahead, so that the plan's loads
+			 * thread walks, NST steps ahead, so that the plan's loads
 			 * (an entry a step on scattered rows) stall no one else */
 			bwalk w = {0, 0, 0, 0};
 			int left = item.z, it = 0;
 			bool more = left > 0 && hb_start<QM>(w, a, hk, kt, item);
-			const int kg = real_k<BKC>(a, kt).x;
+			const int kg = real_k<BK64>(a, kt).x;
 			bar_expect(barkv, 2 * M::KB);
 #pragma unroll
 			for (int c = 0; c < 2; c++) {
@@ -147,33 +101,25 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				tma4(s0 + M::V + c * KBOX, &tv, c * 64, hk, kg, b, barkv);
 			}
 			for (; more; it++) {
-				const int st = it % R;
+				const int st = it % NST;
 				const uint32_t bar = barq + 8 * st, inf = s0 + M::INF + st * 32;
-				if (it >= R)
-					bar_wait(bare + 8 * st, ((it - R) / R) & 1);
+				if (it >= NST)
+					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
 				const plan_ent E = a.ent[w.e];
 				const int h = hk * a.group + w.gi, q0 = w.t * BQ, qg = real_q(a, w.t);
 				const int cw = E.ncut > MANY ? a.einf[w.e] >> 2 : E.cut0;
 				asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(inf), "r"(w.t), "r"(h), "r"(qg),
 				    "r"((int)E.ncut) : "memory");
 				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(inf + 16), "r"(cw), "r"(it) : "memory");
-				if constexpr (P) {
-					/* a half that sees nothing of the tile: its
-					 * consumer skips the step, its four arrives here */
-					const int dead = 2 - __popc(a.einf[w.e] & 3);
-					if (dead > 0)
-						asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" :: "r"(bare + 8 * st),
-						    "r"(4 * dead) : "memory");
-				}
 				bar_expect(bar, 2 * M::QB + 2 * BQ * 4);
 				stage_load<2>(&tq, &tdo, a, s0 + M::Q + st * M::QB, s0 + M::O + st * M::QB,
 				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
-			for (int end = it + (P ? 0 : 2); it < end; it++) {
-				const int st = it % R;
-				if (it >= R)
-					bar_wait(bare + 8 * st, ((it - R) / R) & 1);
+			for (int end = it + 2; it < end; it++) {
+				const int st = it % NST;
+				if (it >= NST)
+					bar_wait(bare + 8 * st, ((it - NST) / NST) & 1);
 				sts32(s0 + M::INF + st * 32, (uint32_t)-1);
 				sts32(s0 + M::INF + st * 32 + 20, it);
 				bar_arrive(barq + 8 * st);
@@ -182,7 +128,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			/* consumer x's dQ: its four boxes (columns 32y..) added to
 			 * the workspace by TMA, tile by tile, free again once read */
 			const int x = wi - 1;
-			int pp = 0;     /* the pair-sum barrier's phase */
 			nbar_arrive(DQE + x, NDQ);
 			for (;;) {
 				nbar_sync(DQF + x, NDQ);
@@ -190,13 +135,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 				asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(h), "=r"(q0) : "r"(s0 + M::DI + 8 * x) : "memory");
 				if (h < 0)
 					break;
-				const int pair = P == 1 && (h >> 30 & 1);
-				h &= ~(1 << 30);
-				if (pair) {
-					/* a q-tile both consumers ran: its 128 sums */
-					bar_wait(barp, pp);
-					pp ^= 1;
-				}
 				if (lane == 0) {
 #pragma unroll
 					for (int y = 0; y < 4; y++)
@@ -208,8 +146,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 					asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 				}
 				__syncwarp();
-				if (pair)       /* the second consumer's boxes, read by the sums */
-					nbar_arrive(DQE + 1, NDQ);
 				nbar_arrive(DQE + x, NDQ);
 			}
 			if (lane == 0)
@@ -224,16 +160,14 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	for (int i = 0; i < 64; i++)
 		dk[i] = dv[i] = 0;
 
-	const uint32_t kvalid = keys_valid<BKC>(a, k0, kr, g);
+	const uint32_t kvalid = keys_valid<BK64>(a, k0, kr, g);
 	const float *sL = (const float *)(sm + M::L), *sD = (const float *)(sm + M::D);
 
 	float s[32], dp[32];
 	const int wgu = warp_uniform(wg);
-	/* K and V K-major (S^T, dP^T: both consumers over all 64 keys, or
-	 * (pairs) each over its own), K N-major over its two boxes (dQ's 128
-	 * columns); this consumer's dS^T */
-	const uint32_t kh = P ? wgu * 64 * 128 : 0;
-	const uint32_t k_d = dlo(s0 + M::K + kh, 16), v_d = dlo(s0 + M::V + kh, 16), kq_d = dlo(s0 + M::K + kh, KBOX);
+	/* K and V K-major (S^T, dP^T: both consumers over all 64 keys), K
+	 * N-major over its two boxes (dQ's 128 columns); this consumer's dS^T */
+	const uint32_t k_d = dlo(s0 + M::K, 16), v_d = dlo(s0 + M::V, 16), kq_d = dlo(s0 + M::K, KBOX);
 	const uint32_t sS = s0 + M::S + wgu * M::SB, sq0 = s0 + M::DQ + wgu * M::DB;
 	/* S^T - L = K Q^T - L and dP^T - D = V dO^T - D: two groups (bwd's
 	 * issue_sdp, ai always) */
@@ -250,51 +184,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	const float2 none[8] = {};  /* ai: p_pack and ds_pack read no L or D */
 	int prev = -1;              /* the stage of this consumer's last tile */
 	const uint32_t di = s0 + M::DI + 8 * wgu;
-	/* the last tile's stage back, its dK product done */
-	auto give_back = [&]() {
-		wg_wait<0>();
-		reg_fence(dk);
-		reg_fence(da);
-		__syncwarp();
-		if (prev >= 0 && lane == 0)
-			bar_arrive(bare + 8 * prev);
-	};
-	/* the end: that, and the reducing warp told */
-	auto finish = [&]() {
-		give_back();
-		nbar_sync(DQE + wgu, NDQ);
-		if (tid % 128 == 0)
-			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
-		nbar_arrive(DQF + wgu, NDQ);
-	};
-	/* pairs: this consumer's walk of the plan, for its halves' bits */
-	bwalk w = {0, 0, 0, 0};
-	int left = item.z;
-	bool more = P && left > 0 && hb_start<QM>(w, a, hk, kt, item);
-	for (int it = P ? 0 : wgu;; it += P ? 1 : 2) {
-		const int st = it % R;
+	for (int it = wgu;; it += 2) {
+		const int st = it % NST;
 		const uint32_t sQ = s0 + M::Q + st * M::QB, sO = s0 + M::O + st * M::QB, inf = s0 + M::INF + st * 32;
-		int both = 0;
-		if constexpr (P) {
-			if (more) {
-				const int live = a.einf[w.e] & 3;
-				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
-				if (!(live >> wgu & 1)) {
-					/* not this half's: the producer arrived for it;
-					 * the last tile's stage back, as the ring may
-					 * need it before this consumer's next tile */
-					if (prev >= 0) {
-						give_back();
-						prev = -1;
-					}
-					continue;
-				}
-				both = P == 1 && live == 3;
-			} else {
-				finish();      /* the walk's end, its stage named by no one */
-				break;
-			}
-		}
 		/* The stage's step first: a consumer may reach a stage while the
 		 * other's tile before it there has not landed (nothing orders the
 		 * two consumers), and a parity wait one phase early returns at
@@ -306,12 +198,23 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 			if (x == it)
 				break;
 		}
-		bar_wait(barq + 8 * st, (it / R) & 1);
+		bar_wait(barq + 8 * st, (it / NST) & 1);
 		int t, h, qg, ncut, cw;
 		asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(t), "=r"(h), "=r"(qg), "=r"(ncut)
 		    : "r"(inf) : "memory");
-		if (!P && t < 0) {
-			finish();
+		if (t < 0) {
+			/* the end: the last tile's stage back (its dK product
+			 * done), and the reducing warp told */
+			wg_wait<0>();
+			reg_fence(dk);
+			reg_fence(da);
+			__syncwarp();
+			if (prev >= 0 && lane == 0)
+				bar_arrive(bare + 8 * prev);
+			nbar_sync(DQE + wgu, NDQ);
+			if (tid % 128 == 0)
+				asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(-1), "r"(0) : "memory");
+			nbar_arrive(DQF + wgu, NDQ);
 			break;
 		}
 		asm volatile("ld.shared.u32 %0, [%1];" : "=r"(cw) : "r"(inf + 16) : "memory");
@@ -320,7 +223,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 
 		uint32_t ok = kvalid;
 		if (ncut > MANY)
-			ok &= bm_bits(a.bm + (int64_t)cw * BKC, kr + g, t4);
+			ok &= bm_bits(a.bm + (int64_t)cw * BK64, kr + g, t4);
 		else if (ncut > 0)
 			ok &= cut_bits<lay>(a.cut + cw, ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
 
@@ -338,7 +241,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 
 		wg_wait<1>();
 		reg_fence(dp);
-		ds_pack<T, true>(s, dp, da, none, sS, kr - (P ? wgu * 64 : 0), g, t4);
+		ds_pack<T, true>(s, dp, da, none, sS, kr, g, t4);
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		nbar_sync(DSB + wgu, 128);
 		/* dV, which read P^T from pa, is done (pa's registers free for
@@ -366,25 +269,6 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		const int odd = g & 1;
 		nbar_sync(DQE + wgu, NDQ);
 		dq_stage(sq0, dq, wi, g, t4, odd);
-		if (P == 1 && both) {
-			/* the pair's word: odd, this thread is the second of the
-			 * two (acq_rel: the first's stores are seen) */
-			uint32_t n;
-			asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(n)
-			    : "r"(s0 + M::PC + 4 * (tid & 127)) : "memory");
-			if (n & 1) {
-				dq_gather(s0 + M::DQ + (wgu ^ 1) * M::DB, dq, wi, g, t4, odd);
-				dq_stage(s0 + M::DQ, dq, wi, g, t4, odd);
-				asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-				bar_arrive(barp);
-			}
-			if (wgu == 1) {
-				/* the first consumer's reducing warp adds the sum */
-				reg_fence(dv);
-				continue;
-			}
-			h |= 1 << 30;
-		}
 		if (tid % 128 == 0)
 			asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(di), "r"(h), "r"(qg) : "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -395,28 +279,26 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	reg_fence(dk);
 	reg_fence(dv);
 
-	if constexpr (!P) {
-		/* the second consumer's sums to the first through the ring, which
-		 * no product reads any more (both have waited on their last) */
-		float *xs = (float *)(sm + M::Q);
-		const int tw = tid & 127;
-		nbar_sync(1, NT);
-		if (wg == 1) {
-#pragma unroll
-			for (int i = 0; i < 64; i++) {
-				xs[i * 128 + tw] = dk[i];
-				xs[(64 + i) * 128 + tw] = dv[i];
-			}
-		}
-		nbar_sync(1, NT);
-		if (wg == 1)
-			return;
+	/* the second consumer's sums to the first through the ring, which no
+	 * product reads any more (both have waited on their last) */
+	float *xs = (float *)(sm + M::Q);
+	const int tw = tid & 127;
+	nbar_sync(1, NT);
+	if (wg == 1) {
 #pragma unroll
 		for (int i = 0; i < 64; i++) {
-			dk[i] += xs[i * 128 + tw];
-			dv[i] += xs[(64 + i) * 128 + tw];
+			xs[i * 128 + tw] = dk[i];
+			xs[(64 + i) * 128 + tw] = dv[i];
 		}
 	}
+	nbar_sync(1, NT);
+	if (wg == 1)
+		return;
+#pragma unroll
+	for (int i = 0; i < 64; i++) {
+		dk[i] += xs[i * 128 + tw];
+		dv[i] += xs[(64 + i) * 128 + tw];
+	}
 
-	kv_store<T, 128, BKC>(a, item, b, hk, kt, dk, dv, kr, g, t4);
+	kv_store<T, 128, BK64>(a, item, b, hk, kt, dk, dv, kr, g, t4);
 }

@@ -10,8 +10,7 @@
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks; and dQ converted by the CTAs under fuse and
-#                      fusez; 64-key k-tiles, and their pairs, forced on
-#                      every pattern):
+#                      fusez; 64-key k-tiles forced on every pattern):
 #                      every row ok, a bwd row's second run
 #                      checked too where its bits differ;
 #                      a kernel that lists det (kbench -l) also runs its
@@ -210,21 +209,16 @@ check)
 	force "" ""
 	# 64-key k-tiles, the two consumers taking q-tiles in turns (hd 128;
 	# by default where they visit under 75 % of the 64x128 plan's area:
-	# 64-token block masks), and their pairs (b64p, an A/B option: each
-	# consumer a 64-key half of a 128-key tile, on the q-tiles that half
-	# sees; dQ of a q-tile both see summed in shared memory; b64q without
-	# that sum), forced on every mask, odd lengths, split walks, padded
-	# plans, q-major walks, per-head stretches, batch 2
-	for v in b64 b64p b64q; do
-		force "" $v
-		kb "$v bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
-		    $M/block_sparse_uniform.8192.amask
-		kb "$v fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
-		    $M/share_question.4096.amask
-		force "" $v,pad,qm
-		kb "$v padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
-		    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
-	done
+	# 64-token block masks), forced on every mask, odd lengths, split
+	# walks, padded plans, q-major walks, per-head stretches, batch 2
+	force "" b64
+	kb "b64 bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
+	    $M/block_sparse_uniform.8192.amask
+	kb "b64 fp16 4:1 hd128" -p bwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/causal.4096.amask \
+	    $M/share_question.4096.amask
+	force "" b64,pad,qm
+	kb "b64 padded q-major batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
+	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask
 	force "" b64,ph1,hseg4
 	kb "b64 per-head stretches" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
