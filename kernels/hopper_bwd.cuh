@@ -1633,9 +1633,27 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * below a fifth: bwd64 reads Q/dO and adds dQ twice as often a FLOP, and
  * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
  * 444 against 560 (H200), so nowhere near full.
+ * A device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s)
+ * pays less for those bytes: there bwd64 runs down to one tile in
+ * B64_FASTDEN, on rows of up to B64_FASTROWS tokens (round 21, H200,
+ * 64-token blocks at ratio 0.1: +21 % at 32K, +6 % at 64K, but -6 % at
+ * 128K; documents under one tile, far sparser, -15 %).
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75, B64_DEN = 5 };
+enum { B64_PCT = 75, B64_DEN = 5, B64_FASTBW = 4000, B64_FASTDEN = 20, B64_FASTROWS = 65536 };
+
+/* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
+ * two transfers a clock), or 0 where it does not say. */
+static int dram_gbs(void)
+{
+	int dev, clk, bus;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess)
+		return 0;
+	return (int)((int64_t)clk * bus / 4000000);
+}
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
 {
@@ -1648,7 +1666,9 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt)) {
+	    (s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt ||
+	    (s6 * B64_FASTDEN >= (int64_t)p6.nrows * p6.nkt && f->s.sq <= B64_FASTROWS &&
+	    dram_gbs() >= B64_FASTBW)))) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
