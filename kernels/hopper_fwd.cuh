@@ -57,7 +57,7 @@ template <int HD> struct cfg {
 		KB = BK * HD * 2,                  /* bytes of one K (or V) tile */
 		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
 		BAR = QB + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (2 + 4 * STAGES) + 1024,   /* and PS's Q-empty barrier */
+		SMEM = BAR + 8 * (1 + 4 * STAGES) + 1024,
 	};
 };
 
@@ -557,47 +557,14 @@ template <int CL> static __device__ __forceinline__ void release(uint32_t b, uin
 		bar_arrive_cl(b, peer);
 }
 
-/* PS's epilogue: O straight from registers (4 bytes a store, half a
- * sector), since the Q buffer is the next item's by then; the stores are
- * not waited for, and on rows of 48 tiles or more they weigh little. */
-template <typename T, int HD>
-static __device__ __forceinline__ void epilogue_regs(const float *o, const float *l, const float *m, int h, int qs,
-    int nv, int b, const args &a, int ct, int kq)
-{
-	const int lane = ct & 31, warp = (ct >> 5) & 3;
-	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
-#pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		float sum = l[rr];
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		const float inv = sum > 0 ? 1.f / sum : 0.f;
-		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
-		if (rw < nv) {
-			T *po = (T *)a.o + (((int64_t)b * a.sq + qs + rw) * a.hq + h) * HD + kq;
-#pragma unroll
-			for (int j = 0; j < HD / 8; j++)
-				*(uint32_t *)(po + 8 * j) = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-			if ((lane & 3) == 0)
-				L[qs + rw] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
-		}
-	}
-}
-
 /* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
  * same q-tile and mask row, so they walk the same k-tiles; each producer
  * loads half of every K and V tile (BK / 2 keys) into both CTAs, halving
  * what the SMs read from L2.  A stage is refilled once the consumers of
  * both CTAs gave it back (empty barriers count 16 warps).  The last S
  * tiles are never given back: no copy waits for them, and so every arrival
- * on the other CTA's barriers is waited for there before it can exit.
- *
- * PS (LONGATTN_HOPPER_FWD=pcl, an A/B option): persistent clusters, one
- * an SM pair, taking the grid's CTAs (items) gridDim.x apart.  The ring
- * and its phases run on across items, so the producer loads the next
- * item's K and V under the last tiles of this one and its Q once both
- * consumers' last S is done (barrier QE); O leaves from registers. */
-template <typename T, int HD, int CL, int PS = 0>
+ * on the other CTA's barriers is waited for there before it can exit. */
+template <typename T, int HD, int CL>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
@@ -609,31 +576,15 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	const uint32_t sQ = base, sK = base + C::QB, sV = sK + S * C::KB;
 	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty */
 	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
-	const uint32_t bQE = bEV + 8 * S;
-	const int tid = threadIdx.x, wg = tid >> 7, b = blockIdx.z;
-	/* item (block) i: the q-heads of one kv-head fastest, then q-tiles in
-	 * plan order, then kv-heads, so that the CTAs on the machine at a time
-	 * share one kv-head's K and V (16 MB at 32K), which then stays in L2
-	 * (heads fastest, they read all kv-heads' K and V: 128 MB at 32K) */
-	const int nall = a.hq * a.nqt, gstep = PS ? gridDim.x : 0;
-	struct item_t { int h, qt, e0, e1; };
-	auto item_at = [&](int gi) {
-		const int hh = gi % a.group, qi = gi / a.group % a.nqt;
-		item_t x;
-		x.h = gi / (a.group * a.nqt) * a.group + hh;
-		x.qt = a.order[qi];
-		const int r = (x.h / a.mgroup) * a.nqt + x.qt;
-		x.e0 = a.row[r];
-		x.e1 = a.row[r + 1];
-		return x;
-	};
-	/* the tiles of an item's row */
-	auto tiles_of = [&](const item_t &x) {
-		int n = 0;
-		for (int e = x.e0; e < x.e1; e++)
-			n += a.ent[e].t1 - a.ent[e].t0;
-		return n;
-	};
+	const int tid = threadIdx.x, wg = tid >> 7;
+	/* block i: the q-heads of one kv-head fastest, then q-tiles in plan
+	 * order, then kv-heads, so that the CTAs on the machine at a time share
+	 * one kv-head's K and V (16 MB at 32K), which then stays in L2 (heads
+	 * fastest, they read all kv-heads' K and V: 128 MB at 32K) */
+	const int gi = blockIdx.x, hh = gi % a.group, qi = gi / a.group % a.nqt;
+	const int h = gi / (a.group * a.nqt) * a.group + hh, qt = a.order[qi], b = blockIdx.z;
+	const int q0 = qt * BQ, r = (h / a.mgroup) * a.nqt + qt;
+	const int e0 = a.row[r], e1 = a.row[r + 1];
 
 	if (tid == 0) {
 		bar_init(bQ, 1);
@@ -643,8 +594,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_init(bEK + 8 * i, 8 * CL); /* lane 0 of each consumer warp */
 			bar_init(bEV + 8 * i, 8 * CL);
 		}
-		if (PS)
-			bar_init(bQE, 8);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
 	if (CL == 1)
@@ -656,27 +605,19 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
 		if (tid != 0)
 			return;
-		/* this CTA's rows of a tile, and their offset in a stage */
-		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
-		const uint32_t ro = rk * 128;
-		int it = 0, qn = 0;
-		for (int gi = blockIdx.x; gi < nall; gi += gstep) {
-		const item_t x = item_at(gi);
-		const int h = x.h, hk = h / a.group;
+		const int hk = h / a.group;
 		/* no copy may be left in flight when the consumers return */
-		if (x.e0 == x.e1) {
-			if (!PS)
-				return;
-			continue;
-		}
-		if (PS && qn > 0)
-			bar_wait(bQE, (qn - 1) & 1);
-		qn++;
+		if (e0 == e1)
+			return;
 		bar_expect(bQ, C::QB);
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
-			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, x.qt, BQ).x, b, bQ);
-		for (walk w(a.ent, x.e0, x.e1); w.more(); w.next(), it++) {
+			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, qt, BQ).x, b, bQ);
+		/* this CTA's rows of a tile, and their offset in a stage */
+		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
+		const uint32_t ro = rk * 128;
+		int it = 0;
+		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
 			const int st = it % S, kp = key0<BK>(w, a.ktile).x;
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bEK + 8 * st, ph ^ 1);
@@ -698,89 +639,57 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, kp + rk, b,
 					    bV + 8 * st, 3);
 		}
-		if (!PS)
-			break;
-		}
 		return;
 	}
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int ct = tid - 128, cw = warp_uniform(ct >> 7), lane = tid & 31, warp = (ct >> 5) & 3;
-	const int kq = 2 * (lane & 3);
-	const uint32_t sQw = sQ + cw * 64 * 128;
-
-	float o[NO], s[64], m[2], l[2];
-	uint32_t p[BK / 16][4];
-	/* it: the tiles so far (the ring's position), nrel: how many of them
-	 * go back to both CTAs (CL 2: not the last S, on this CTA's last item) */
-	int it = 0, pst = 0, nrel = 0, qn = 0;
-	uint32_t pph = 0, peer = 0;
-	if (CL == 2) {
-		peer = cl_rank() ^ 1;
-		for (int gi = blockIdx.x; gi < nall; gi += gstep) {
-			nrel += tiles_of(item_at(gi));
-			if (!PS)
-				break;
-		}
-		nrel -= S;
-	}
-	/* PS: the next item with tiles after gi, or nall */
-	auto next_live = [&](int gi) {
-		for (gi += gstep; gi < nall; gi += gstep) {
-			const item_t x = item_at(gi);
-			if (x.e0 < x.e1)
-				break;
-		}
-		return gi;
-	};
-	bool started = false;
-	for (int gi = blockIdx.x; gi < nall; gi += gstep) {
-	const item_t x = item_at(gi);
-	const int h = x.h, qt = x.qt, q0 = qt * BQ;
-	/* this thread's two rows */
+	/* this thread's two rows and its first key offset in a tile */
 	int qr[2];
 	qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
 	qr[1] = qr[0] + 8;
-	m[0] = m[1] = -INFINITY;
-	l[0] = l[1] = 0;
+	const int kq = 2 * (lane & 3);
+	const uint32_t sQw = sQ + cw * 64 * 128;
+
+	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
+	uint32_t p[BK / 16][4];
 #pragma unroll
 	for (int i = 0; i < NO; i++)
 		o[i] = 0;
-	/* PS: this item's S tiles left, down to its last, after which Q goes
-	 * back */
-	int sleft = PS ? tiles_of(x) : 0;
 
 	/* The first tile alone, so that every wgmma the loop issues is waited
 	 * for on every path (ptxas serialises them otherwise).  K stages are
 	 * given back as soon as S is done, V stages once O += P V is: the
 	 * producer then fetches K two tiles ahead. */
-	walk w(a.ent, x.e0, x.e1);
+	walk w(a.ent, e0, e1);
+	int it = 0, pst = 0, nrel = 0;
+	uint32_t pph = 0, peer = 0;
+	if (CL == 2) {
+		peer = cl_rank() ^ 1;
+		for (int e = e0; e < e1; e++)
+			nrel += a.ent[e].t1 - a.ent[e].t0;
+		nrel -= S;
+	}
 	if (w.more()) {
-		if (cw == 1 && !started)
+		if (cw == 1)
 			named_arrive(1);
-		started = true;
-		const int st = it % S;
-		bar_wait(bQ, qn & 1);
-		bar_wait(bK + 8 * st, (it / S) & 1);
+		bar_wait(bQ, 0);
+		bar_wait(bK, 0);
 		pp_sync(cw);
 		wg_fence();
-		qk<T, HD>(s, sQw, sK + st * C::KB);
+		qk<T, HD>(s, sQw, sK);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<0>();
 		pin<64>(s);
-		if (PS && --sleft == 0 && lane == 0)
-			bar_arrive(bQE);
-		if (lane == 0 && (CL == 1 || it < nrel))
-			release<CL>(bEK + 8 * st, peer);
+		if (lane == 0 && (CL == 1 || 0 < nrel))
+			release<CL>(bEK, peer);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
 		softmax(s, m, l, alpha, a.sl);
 		to_p<T>(p, s);
 		w.next();
-		pst = st;
-		pph = (it / S) & 1;
-		it++;
+		it = 1;
 	}
 	for (; w.more(); w.next(), it++) {
 		const int st = it % S;
@@ -798,8 +707,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pp_arrive(cw);
 		wg_wait<1>();
 		pin<64>(s);
-		if (PS && --sleft == 0 && lane == 0)
-			bar_arrive(bQE);
 		if (lane == 0 && (CL == 1 || it < nrel))
 			release<CL>(bEK + 8 * st, peer);
 		mask_tile(s, a, w, qr, kq, q0);
@@ -821,8 +728,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pst = st;
 		pph = ph;
 	}
-	if (x.e0 < x.e1) {
-		qn++;
+	if (it > 0) {
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
 		pin<BK / 16>(p);
@@ -831,25 +737,19 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		pv<T, HD>(o, p, sV + pst * C::KB);
 		wg_commit();
 		/* the last turn: nobody waits for warpgroup 2's */
-		if (cw == 0 || (PS && next_live(gi) < nall))
+		if (cw == 0)
 			pp_arrive(cw);
 		wg_wait<0>();
 		pin<NO>(o);
-		if (lane == 0 && (CL == 1 || (PS && it - 1 < nrel)))
-			release<CL>(bEV + 8 * pst, peer);
+		if (lane == 0 && CL == 1)
+			bar_arrive(bEV + 8 * pst);
 	}
 
 	const int2 R = real_rows(a, qt, BQ);
-	if (PS) {
-		epilogue_regs<T, HD>(o, l, m, h, R.x + cw * 64, R.y - cw * 64, b, a, ct, kq);
-		continue;
-	}
 	epilogue<T, HD>(o, l, m, h, R.x + cw * 64, R.y - cw * 64, b, sQw, a, &to, cw, ct, kq);
 	if ((ct & 127) == 0)
 		/* shared memory must stay until the copy has read it */
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-	break;
-	}
 }
 
 
@@ -1173,7 +1073,6 @@ struct state {
 	struct attn_shape s;
 	int mheads, nqt;
 	int cl;                    /* CTAs a cluster: 1, or 2 (K/V multicast) */
-	int pcl;                   /* cl 2's clusters persistent (fwd<..., PS>) */
 	int pers;                  /* fwdp: persistent CTAs over items */
 	int pair;                  /* fwdp's items are head pairs of 64 rows */
 	int bk;                    /* keys a k-tile: 128, or 64 (fwdp pairs) */
@@ -1322,8 +1221,7 @@ static int bitmasks(struct state *f, const struct plan *p)
  * masks); 64-key tiles only where they visit much less again: they cost
  * 10-18 % elsewhere (bench/NOTES.md, "round 4").  LONGATTN_HOPPER_FWD=grid,
  * cluster, stream, pair, pair64 or gather forces one, st16 or st32 moves
- * the threshold, pcl makes the clusters persistent (fwd<..., PS>; pcl1:
- * one cluster, for checks), for A/B runs. */
+ * the threshold, for A/B runs. */
 enum { STREAM_TILES = 24, CL_TILES = 48 };
 
 static int64_t visited(const struct plan *p, int64_t *rows)
@@ -1386,7 +1284,6 @@ static int choose(struct state *f, const struct plan *p)
 	}
 	if (f->pers)
 		f->cl = 1;             /* fwdp loads whole tiles */
-	f->pcl = f->cl == 2 && env_has("LONGATTN_HOPPER_FWD", "pcl");
 	return pr;
 }
 
@@ -1411,7 +1308,6 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 
 	if ((e = smem(fwd<T, HD, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwd<T, HD, 2>, cfg<HD>::SMEM)) != cudaSuccess ||
-	    (e = smem(fwd<T, HD, 2, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 0, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 64, 0>, pcfg<HD, 64>::SMEM)) != cudaSuccess)
@@ -1604,23 +1500,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		lc.stream = (cudaStream_t)io->stream;
 		lc.attrs = at;
 		lc.numAttrs = 1;
-		if (f->pcl) {
-			/* as many clusters as fit at once (a GPC's odd SM is left
-			 * out; the batches side by side), each taking items
-			 * gridDim.x apart */
-			int ncl = 0;
-			if ((e = cudaOccupancyMaxActiveClusters(&ncl, fwd<T, HD, 2, 1>, &lc)) != cudaSuccess || ncl < 1) {
-				warnx("hopper: fwd: clusters: %s", cudaGetErrorString(e));
-				return KERN_ERR;
-			}
-			ncl = ncl / s->batch > 1 && !env_has("LONGATTN_HOPPER_FWD", "pcl1") ? ncl / s->batch : 1;
-			if (2 * ncl < (int)grid.x)
-				lc.gridDim.x = 2 * ncl;
-			e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2, 1>, tq, tk, tv, to, a);
-		} else {
-			e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2>, tq, tk, tv, to, a);
-		}
-		if (e != cudaSuccess) {
+		if ((e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2>, tq, tk, tv, to, a)) != cudaSuccess) {
 			warnx("hopper: fwd: %s", cudaGetErrorString(e));
 			return KERN_ERR;
 		}

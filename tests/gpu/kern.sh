@@ -10,8 +10,7 @@
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks; and dQ converted by the CTAs under fuse and
-#                      fusez; 64-key k-tiles forced on every pattern;
-#                      the fwd's CTA pairs persistent, pcl):
+#                      fusez; 64-key k-tiles forced on every pattern):
 #                      every row ok, a bwd row's second run
 #                      checked too where its bits differ;
 #                      a kernel that lists det (kbench -l) also runs its
@@ -116,7 +115,6 @@ checkmasks() {
 	done
 	gen causal 4096
 	gen share_question 4096
-	gen full 4096
 }
 
 # force FWD BWD: the rows that follow run hopper's switches FWD and BWD
@@ -245,18 +243,6 @@ check)
 	force cluster,pad pad
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
-	# the CTA pairs persistent (pcl), all items through one cluster
-	# (pcl1) so that the ring runs on across many of them, empty rows,
-	# odd lengths, batch 2, gaps; then on as many clusters as fit
-	force cluster,pcl,pcl1 ""
-	kb "pcl1 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
-	kb "pcl1 fp16 4:2 hd128 batch 2" -p fwd -t fp16 -H 4:2 -D 128 -b 2 $M/causal.1000.amask \
-	    $M/share_question.1000.amask $M/causal_document.3001.amask
-	force cluster,pcl,pcl1,pad ""
-	kb "pcl1 padded bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
-	    $M/causal_document.3001.amask
-	force pcl ""
-	kb "pcl bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/causal.4096.amask $M/full.4096.amask
 	force "" ""
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
