@@ -107,6 +107,10 @@ static void info(const char *path, const char *plan, int timing)
 		t2 = now_ms();
 		printf("plan\t%dx%d\nplan_rows\t%d\nplan_entries\t%d\nplan_cuts\t%d\n", bq, bk, p.nrows, p.nent, p.ncut);
 		printf("tiles_full\t%lld\ntiles_partial\t%lld\n", (long long)p.ntiles_full, (long long)p.ntiles_partial);
+		/* the most of the full mask's rate a kernel on these tiles can
+		 * reach: its MMAs cover every visited tile whole */
+		const double tiles = (double)(p.ntiles_full + p.ntiles_partial);
+		printf("tile_bound\t%.4f\n", tiles > 0 ? (double)m.area / (tiles * bq * bk) : 0.0);
 		if (timing)
 			printf("plan_ms\t%.3f\n", t2 - t1);
 		plan_free(&p);

@@ -71,6 +71,15 @@ check "block_causal_document -L: lengths need not be whole blocks" test "$(info 
 maskgen -i "$T/cd.amask" --plan 128x128 >"$T/plan"
 check "--plan: rows, entries, full and partial tiles" test "$(awk -F '\t' '$1 ~ /^(plan_rows|plan_entries|tiles_full|tiles_partial)$/ && $2 > 0' "$T/plan" | wc -l)" -eq 4
 check "--plan 128x128: 512 rows for 64K" test "$(awk -F '\t' '$1 == "plan_rows" { print $2 }' "$T/plan")" -eq 512
+maskgen -p causal -n 1K -o "$T/c1k.amask"
+check "--plan 128x128: causal 1K's tile bound, 524800 over 36 tiles" test \
+    "$(maskgen -i "$T/c1k.amask" --plan 128x128 | awk -F '\t' '$1 == "tile_bound" { print $2 }')" = 0.8898
+maskgen -p block_sparse_uniform -n 4K -B 64 --ratio 0.3 -s 1 -o "$T/b64.amask"
+check "--plan 64x64: 64-token blocks fill their tiles" test \
+    "$(maskgen -i "$T/b64.amask" --plan 64x64 | awk -F '\t' '$1 == "tile_bound" { print $2 }')" = 1.0000
+maskgen -i "$T/b64.amask" --plan 64x128 >"$T/plan6"
+check "--plan 64x128: 64-token blocks half-fill some tiles" \
+    awk -F '\t' '$1 == "tile_bound" { f = $2 > 0.3 && $2 < 0.9 } END { exit !f }' "$T/plan6"
 maskgen -i "$T/cd.amask" --plan 64x128 -t >"$T/plan"
 check "-t: read_ms and plan_ms" test "$(grep -c '_ms	' "$T/plan")" -eq 2
 
