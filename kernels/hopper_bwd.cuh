@@ -1665,10 +1665,9 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
+	const int den = f->s.sq <= B64_FASTROWS && dram_gbs() >= B64_FASTBW ? B64_FASTDEN : B64_DEN;
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    (s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt ||
-	    (s6 * B64_FASTDEN >= (int64_t)p6.nrows * p6.nkt && f->s.sq <= B64_FASTROWS &&
-	    dram_gbs() >= B64_FASTBW)))) {
+	    s6 * den >= (int64_t)p6.nrows * p6.nkt)) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
