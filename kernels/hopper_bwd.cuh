@@ -951,7 +951,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const bwalk cur = w;
 		const int q0 = cur.t * BQ;
 		const plan_ent E = a.ent[cur.e];
-		const int live = HALF ? a.einf[cur.e] & 3 : 3;
+		const int live = HALF ? warp_uniform(a.einf[cur.e] & 3) : 3;
 		/* the walk's next step (more) once the products are issued:
 		 * before them, its compare waited on E's load from L2 (ncu: 5 %
 		 * of the consumers' stall samples).  HALF's branch waits on
@@ -963,7 +963,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		/* waited for even where this warpgroup's keys see nothing of the
 		 * tile: it keeps the ring's phases in step */
 		bar_wait(barq + 8 * st, (it / NST) & 1);
-		if (HALF && !(live >> wg & 1)) {
+		if (HALF && !(live >> wgu & 1)) {
 			/* This warpgroup's 64 keys see nothing of the tile (a causal
 			 * diagonal, a block-sparse or window edge): no S^T, dP^T,
 			 * dV or dK; it still sums dQ over the other half (HD 128). */
@@ -1071,7 +1071,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * the next tile's S^T and dP^T */
 		if (mine)
 			issue_dq();
-		if (!HALF || live >> wg & 1) {
+		if (!HALF || live >> wgu & 1) {
 			issue_dk();
 			wg_wait<1>();
 		} else {
