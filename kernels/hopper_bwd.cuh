@@ -1626,21 +1626,20 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 }
 
 /* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
- * 64 x 128 plan's area and at least one tile in B64_DEN of its grid: hd
- * 128, not deterministic.  64-token block masks at 32K (round 19, against
- * bwd with its halves skipped): ratio 0.5 +34 % on an H200, +22 % on an
- * H100; 0.3 +32 % and +1 %; 0.1 +16 % but -15 % (64K: -9 %), so not
- * below a fifth: bwd64 reads Q/dO and adds dQ twice as often a FLOP, and
- * on rows that sparse the H100's DRAM pays for it.  bwd64 on full 32K:
- * 444 against 560 (H200), so nowhere near full.
- * A device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s)
- * pays less for those bytes: there bwd64 runs down to one tile in
- * B64_FASTDEN, on rows of up to B64_FASTROWS tokens (round 21, H200,
- * 64-token blocks at ratio 0.1: +21 % at 32K, +6 % at 64K, but -6 % at
- * 128K; documents under one tile, far sparser, -15 %).
+ * 64 x 128 plan's area and at least one tile in B64_DEN of its grid, on a
+ * device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s):
+ * hd 128, not deterministic.  Its rival is bwd with the halves that see
+ * nothing skipped (HALF), which visits the same 64 x 64 pieces: on such
+ * plans HALF is on (a quarter of the area saved needs half the tiles
+ * with a dead half).  64-token block masks, 16K/32K/64K (round 22, against
+ * HALF with its live halves warp-uniform): H200, ratio 0.5 +4/+6/+9 %,
+ * 0.3 +3/+1/-2 %, 0.1 -7/-8/-10 %; H100, -1 to -15 % at every ratio, so
+ * not there: bwd64 reads Q/dO and adds dQ twice as often a FLOP, which
+ * the H100's DRAM pays for.  bwd64 on full 32K: 444 against 560 (H200),
+ * so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75, B64_DEN = 5, B64_FASTBW = 4000, B64_FASTDEN = 20, B64_FASTROWS = 65536 };
+enum { B64_PCT = 75, B64_DEN = 3, B64_FASTBW = 4000 };
 
 /* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
  * two transfers a clock), or 0 where it does not say. */
@@ -1665,9 +1664,8 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
-	const int den = f->s.sq <= B64_FASTROWS && dram_gbs() >= B64_FASTBW ? B64_FASTDEN : B64_DEN;
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    s6 * den >= (int64_t)p6.nrows * p6.nkt)) {
+	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt && dram_gbs() >= B64_FASTBW)) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
