@@ -20,7 +20,8 @@
 #             --long, documents under one tile, 1K documents on and off
 #             tile edges) at 32K, and the
 #             paper's block-sparse settings (64x64 blocks, sparsity
-#             0.5-0.9) at 32K-128K beside full (64:8, hd 128, bf16)
+#             0.5-0.9) at 32K-128K beside full (64:8, hd 128, bf16);
+#             $MASKS_PARTS picks among its three parts: table docs sparse
 #   matrix    the paper's kernel matrix: every pattern x 1K-48K, flash
 #             and naive, fwd and bwd (tests/gpu/kern.sh matrix)
 #   million   1M tokens, 64:8, fwd and bwd, on flash and hopper (O(S)
@@ -218,8 +219,19 @@ sec_versus() {
 # pattern name for several masks: summarize would merge them) to
 # $OUT/docs.tsv and $OUT/sparse.tsv, listed with their areas.
 sec_masks() {
+	parts=" ${MASKS_PARTS:-table docs sparse} " listed=
+	case $parts in *" table "*) masks_table || return ;; esac
+	case $parts in *" docs "*) masks_docs || return; listed="$OUT/docs.tsv" ;; esac
+	case $parts in *" sparse "*) masks_sparse || return; listed="$listed $OUT/sparse.tsv" ;; esac
+	VS=$OUT/versus.tsv
+	# shellcheck disable=SC2086
+	[ -z "$listed" ] || awk -F'\t' 'NR == 1 || $1 != "tool" { print $2, $3, $4, $6, $12, $16, $21 }' \
+	    OFS='\t' $listed | tee -a "$OUT/summary.txt"
+}
+
+masks_table() {
 	VS=$OUT/masks.tsv
-	rm -f "$VS" "$OUT/docs.tsv" "$OUT/sparse.tsv"
+	rm -f "$VS"
 	for n in 4096 8192 16384 32768 49152; do
 		for p in full causal full_document causal_document hash_sparse sliding_window \
 		    sliding_window_causal; do
@@ -235,6 +247,9 @@ sec_masks() {
 		done
 	done
 	summarize "$VS" 2>>"$OUT/bench.log" | tee -a "$OUT/summary.txt"
+}
+
+masks_docs() {
 	# documents under one tile: 48-127 tokens, a fixed draw; and 1024-token
 	# documents on tile edges, then shifted by 64 tokens (what partial
 	# tiles at document edges cost)
@@ -243,6 +258,7 @@ sec_masks() {
 	awk 'BEGIN { print "len"; for (i = 0; i < 32; i++) print 1024 }' >"$M/aligned.len"
 	awk 'BEGIN { print "len"; print 960; for (i = 0; i < 31; i++) print 1024; print 64 }' >"$M/shifted.len"
 	VS=$OUT/docs.tsv
+	rm -f "$VS"
 	for d in "-d pile" "-d prolong64k" --long "-L $M/short.len" "-L $M/aligned.len" "-L $M/shifted.len"; do
 		for p in full_document causal_document; do
 			# shellcheck disable=SC2086
@@ -252,7 +268,11 @@ sec_masks() {
 			vsrows -k hopper,cudnn -p bwd -w 3 -n 10 "$M/sd.amask"
 		done
 	done
+}
+
+masks_sparse() {
 	VS=$OUT/sparse.tsv
+	rm -f "$VS"
 	for n in 32768 65536 131072; do
 		maskgen -p full -n $n -o "$M/sp-full-$n.amask" || { fail "maskgen full $n"; return; }
 		for r in 0.5 0.3 0.1; do
@@ -264,9 +284,6 @@ sec_masks() {
 		vsrows -k hopper -p fwd -w 1 -n 5 "$f"
 		vsrows -k hopper -p bwd -w 1 -n 5 "$f"
 	done
-	VS=$OUT/versus.tsv
-	awk -F'\t' '{ print $2, $3, $4, $6, $12, $16, $21 }' OFS='\t' "$OUT/docs.tsv" "$OUT/sparse.tsv" |
-	    tee -a "$OUT/summary.txt"
 }
 
 sec_matrix() {
