@@ -1627,19 +1627,20 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 
 /* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
  * 64 x 128 plan's area and at least one tile in B64_DEN of its grid, on a
- * device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s):
- * hd 128, not deterministic.  Its rival is bwd with the halves that see
+ * device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s) or
+ * on rows longer than B64_LONG tokens: hd 128, not deterministic.  Its rival is bwd with the halves that see
  * nothing skipped (HALF), which visits the same 64 x 64 pieces: on such
  * plans HALF is on (a quarter of the area saved needs half the tiles
  * with a dead half).  64-token block masks, 16K/32K/64K (round 22, against
  * HALF with its live halves warp-uniform): H200, ratio 0.5 +4/+6/+9 %,
- * 0.3 +3/+1/-2 %, 0.1 -7/-8/-10 %; H100, -1 to -15 % at every ratio, so
- * not there: bwd64 reads Q/dO and adds dQ twice as often a FLOP, which
- * the H100's DRAM pays for.  bwd64 on full 32K: 444 against 560 (H200),
+ * 0.3 +3/+1/-2 %, 0.1 -7/-8/-10 %; H100, -1 to -15 % at every ratio
+ * (bwd64 reads Q/dO and adds dQ twice as often a FLOP, which the H100's
+ * DRAM pays for), but at 128K ratio 0.5 +14 % (0.3: -8 %): there HALF's
+ * q-tiles outgrow L2 too.  bwd64 on full 32K: 444 against 560 (H200),
  * so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75, B64_DEN = 3, B64_FASTBW = 4000 };
+enum { B64_PCT = 75, B64_DEN = 3, B64_FASTBW = 4000, B64_LONG = 65536 };
 
 /* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
  * two transfers a clock), or 0 where it does not say. */
@@ -1665,7 +1666,8 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt && dram_gbs() >= B64_FASTBW)) {
+	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt &&
+	    (f->s.sq > B64_LONG || dram_gbs() >= B64_FASTBW))) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
