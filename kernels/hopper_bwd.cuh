@@ -1636,11 +1636,12 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * 0.3 +3/+1/-2 %, 0.1 -7/-8/-10 %; H100, -1 to -15 % at every ratio
  * (bwd64 reads Q/dO and adds dQ twice as often a FLOP, which the H100's
  * DRAM pays for), but at 128K ratio 0.5 +14 % (0.3: -8 %): there HALF's
- * q-tiles outgrow L2 too.  bwd64 on full 32K: 444 against 560 (H200),
+ * q-tiles outgrow L2 too.  At 128K on the H200: 0.5 +31 %, 0.3 +4 %, so
+ * long rows on fast DRAM go down to one tile in B64_LONGDEN.  bwd64 on full 32K: 444 against 560 (H200),
  * so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75, B64_DEN = 3, B64_FASTBW = 4000, B64_LONG = 65536 };
+enum { B64_PCT = 75, B64_DEN = 3, B64_LONGDEN = 5, B64_FASTBW = 4000, B64_LONG = 65536 };
 
 /* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
  * two transfers a clock), or 0 where it does not say. */
@@ -1665,9 +1666,9 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
+	const int fast = dram_gbs() >= B64_FASTBW, den = fast && f->s.sq > B64_LONG ? B64_LONGDEN : B64_DEN;
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    s6 * B64_DEN >= (int64_t)p6.nrows * p6.nkt &&
-	    (f->s.sq > B64_LONG || dram_gbs() >= B64_FASTBW))) {
+	    s6 * den >= (int64_t)p6.nrows * p6.nkt && (f->s.sq > B64_LONG || fast))) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;
