@@ -1193,9 +1193,10 @@ static int hb_env(const char *w)
  * cuts: bit q of key row k is whether some cut allows (q0 + q, k0 + k)
  * with q0 + q < sq, k0 + k < sk.  The kernel skips a half that sees
  * nothing (bwd<..., HALF>) where at least a quarter of the tiles have
- * one: the branches cost the other tiles 3-8% (H100, round 7: full and
- * causal 8K-32K) and save a half tile 15-20% (block_sparse_uniform
- * 64-blocks).  LONGATTN_HOPPER_BWD=half and nohalf force it on and off,
+ * one: the branches cost full and causal 5 % (round 22, with live
+ * warp-uniform: before, ptxas serialised the products and it was 18 %),
+ * are level near the quarter (causal_document, hash_sparse 0.13-0.16)
+ * and gain 7-11 % at 64-token blocks, ratio 0.1.  LONGATTN_HOPPER_BWD=half and nohalf force it on and off,
  * for A/B runs and checks. */
 static int entinfo(struct state *f, const struct plan *p, int bk)
 {
