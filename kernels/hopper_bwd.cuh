@@ -1196,8 +1196,9 @@ static int hb_env(const char *w)
  * one: the branches cost full and causal 5 % (round 22, with live
  * warp-uniform: before, ptxas serialised the products and it was 18 %),
  * are level near the quarter (causal_document, hash_sparse 0.13-0.16)
- * and gain 7-11 % at 64-token blocks, ratio 0.1.  LONGATTN_HOPPER_BWD=half and nohalf force it on and off,
- * for A/B runs and checks. */
+ * and gain 7-11 % at 64-token blocks, ratio 0.1.
+ * LONGATTN_HOPPER_BWD=half and nohalf force it on and off, for A/B runs
+ * and checks. */
 static int entinfo(struct state *f, const struct plan *p, int bk)
 {
 	int32_t *inf = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *inf);
@@ -1629,17 +1630,18 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 /* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
  * 64 x 128 plan's area and at least one tile in B64_DEN of its grid, on a
  * device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s) or
- * on rows longer than B64_LONG tokens: hd 128, not deterministic.  Its rival is bwd with the halves that see
- * nothing skipped (HALF), which visits the same 64 x 64 pieces: on such
- * plans HALF is on (a quarter of the area saved needs half the tiles
- * with a dead half).  64-token block masks, 16K/32K/64K (round 22, against
- * HALF with its live halves warp-uniform): H200, ratio 0.5 +4/+6/+9 %,
- * 0.3 +3/+1/-2 %, 0.1 -7/-8/-10 %; H100, -1 to -15 % at every ratio
- * (bwd64 reads Q/dO and adds dQ twice as often a FLOP, which the H100's
- * DRAM pays for), but at 128K ratio 0.5 +14 % (0.3: -8 %): there HALF's
- * q-tiles outgrow L2 too.  At 128K on the H200: 0.5 +31 %, 0.3 +4 %, so
- * long rows on fast DRAM go down to one tile in B64_LONGDEN.  bwd64 on full 32K: 444 against 560 (H200),
- * so nowhere near full.
+ * on rows longer than B64_LONG tokens: hd 128, not deterministic.  Its
+ * rival is bwd with the halves that see nothing skipped (HALF), which
+ * visits the same 64 x 64 pieces: on such plans HALF is on (a quarter of
+ * the area saved needs half the tiles with a dead half).  64-token block
+ * masks, 16K/32K/64K (round 22, against HALF with its live halves
+ * warp-uniform): H200, ratio 0.5 +4/+6/+9 %, 0.3 +3/+1/-2 %, 0.1
+ * -7/-8/-10 %; H100, -1 to -15 % at every ratio (bwd64 reads Q/dO and
+ * adds dQ twice as often a FLOP, which the H100's DRAM pays for).  At
+ * 128K HALF flattens (220 TFLOP/s on an H100 at ratios 0.5 and 0.3):
+ * bwd64 +14 % and -8 % there, and on the H200 +31 % and +4 %, so long
+ * rows on fast DRAM go down to one tile in B64_LONGDEN.  bwd64 on full
+ * 32K: 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 3, B64_LONGDEN = 5, B64_FASTBW = 4000, B64_LONG = 65536 };
