@@ -1669,9 +1669,11 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	if (plan_build(&p6, m, BQ, BK64, err, errlen) != 0)
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
-	const int fast = dram_gbs() >= B64_FASTBW, den = fast && f->s.sq > B64_LONG ? B64_LONGDEN : B64_DEN;
+	/* at least one tile in den of the grid; 0: never */
+	const int fast = dram_gbs() >= B64_FASTBW, lng = f->s.sq > B64_LONG;
+	const int den = fast && lng ? B64_LONGDEN : fast || lng ? B64_DEN : 0;
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
-	    s6 * den >= (int64_t)p6.nrows * p6.nkt && (f->s.sq > B64_LONG || fast))) {
+	    s6 * den >= (int64_t)p6.nrows * p6.nkt)) {
 		plan_free(p);
 		*p = p6;
 		f->bk = BK64;

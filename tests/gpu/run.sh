@@ -235,7 +235,7 @@ masks_table() {
 	for n in 4096 8192 16384 32768 49152; do
 		for p in full causal full_document causal_document hash_sparse sliding_window \
 		    sliding_window_causal; do
-			maskgen -p $p -n $n -s 3 -o "$M/mk-$p-$n.amask" || { fail "maskgen $p $n"; return; }
+			maskgen -p $p -n $n -s 3 -o "$M/mk-$p-$n.amask" || { fail "maskgen $p $n"; return 1; }
 		done
 	done
 	# a process a mask and pass, as in the versus (the H200's 32K
@@ -262,7 +262,7 @@ masks_docs() {
 	for d in "-d pile" "-d prolong64k" --long "-L $M/short.len" "-L $M/aligned.len" "-L $M/shifted.len"; do
 		for p in full_document causal_document; do
 			# shellcheck disable=SC2086
-			maskgen -p $p -n 32768 -s 3 $d -o "$M/sd.amask" || { fail "maskgen $p $d"; return; }
+			maskgen -p $p -n 32768 -s 3 $d -o "$M/sd.amask" || { fail "maskgen $p $d"; return 1; }
 			say "masks: $p $d: $(maskgen -i "$M/sd.amask" | awk '$1 == "params" { print $2, $3 }')"
 			vsrows -k hopper,cudnn -p fwd -w 3 -n 10 "$M/sd.amask"
 			vsrows -k hopper,cudnn -p bwd -w 3 -n 10 "$M/sd.amask"
@@ -274,10 +274,10 @@ masks_sparse() {
 	VS=$OUT/sparse.tsv
 	rm -f "$VS"
 	for n in 32768 65536 131072; do
-		maskgen -p full -n $n -o "$M/sp-full-$n.amask" || { fail "maskgen full $n"; return; }
+		maskgen -p full -n $n -o "$M/sp-full-$n.amask" || { fail "maskgen full $n"; return 1; }
 		for r in 0.5 0.3 0.1; do
 			maskgen -p block_sparse_uniform -n $n -B 64 --ratio $r -s 1 -o "$M/sp-bsu$r-$n.amask" ||
-			    { fail "maskgen block_sparse_uniform $r"; return; }
+			    { fail "maskgen block_sparse_uniform $r"; return 1; }
 		done
 	done
 	for f in "$M"/sp-*.amask; do
