@@ -49,9 +49,6 @@ enum { BQ = 128, BK = 128, NT = 384 };
 
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
-/* how far (log2 units) a row's max may rise before O is rescaled
- * (FlashAttention-4's conditional rescaling; softmax) */
-static const float TAU = 8.f;
 
 template <int HD> struct cfg {
 	enum {
@@ -66,8 +63,7 @@ template <int HD> struct cfg {
 
 /* A partial tile with more cuts than this (random_eviction: one a key)
  * has its mask made in init, a bit a score, so that no thread walks
- * dozens of cuts per tile.  LONGATTN_HOPPER_FWD=bmall: every partial
- * tile, for A/B runs. */
+ * dozens of cuts per tile. */
 enum { MANY = 8 };
 
 struct args {
@@ -75,13 +71,11 @@ struct args {
 	const plan_ent *ent;
 	const plan_cut *cut;
 	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
-	int many;                  /* entries of more cuts have one: MANY, or 0 */
 	const uint4 *bm;           /* per bitmask BQ rows of BK bits */
 	void *o;
 	float *lse;
 	int sq, sk, hq, nqt, group, mgroup;
 	float sl;                  /* scale * log2(e) */
-	float tau;                 /* softmax's: 8, or 0 (LONGATTN_HOPPER_FWD=tau0) */
 	const int4 *item;          /* fwdp: (q-head, q-tile, batch, plan row) */
 	/* a plan of the mask with gaps (tile.cuh's pad_plan): per q-tile
 	 * {first real row, real rows}, per k-tile {first real key, -}; NULL:
@@ -326,7 +320,7 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
 	uint32_t ok[2];
-	if (w.E.ncut > a.many) {
+	if (w.E.ncut > MANY) {
 		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
@@ -379,7 +373,7 @@ struct gwalk {
 static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int e, int t,
     const int *qr, int kq, int q0)
 {
-	if (E.ncut > a.many) {
+	if (E.ncut > MANY) {
 		const uint4 *bm = a.bm + (int64_t)a.bmi[e] * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
@@ -436,11 +430,9 @@ template <> struct wsel<1> { typedef gwalk W; };
 /* Online softmax in the log2 domain: s becomes P, alpha the factor of the
  * old O and l.  A row with nothing allowed so far keeps m = -inf and
  * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
- * adds up at the end).  m moves only where the row's max passes it by more
- * than tau (log2 units; both -inf: NaN, no move), so P stays below 2^tau,
- * exact after the final 1/l, and most tiles leave O as it is (rescale). */
+ * adds up at the end). */
 template <int KT = BK>
-static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl, float tau)
+static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
 {
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
@@ -450,12 +442,9 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-		alpha[rr] = 1.f;
-		if ((mx - m[rr]) * sl > tau) {
-			alpha[rr] = ex2((m[rr] - mx) * sl);
-			m[rr] = mx;
-		}
-		const float off = m[rr] == -INFINITY ? 0.f : m[rr] * sl;
+		const float off = mx == -INFINITY ? 0.f : mx * sl;
+		alpha[rr] = mx != m[rr] ? ex2(m[rr] * sl - off) : 1.f;
+		m[rr] = mx;
 		float sum = 0;
 #pragma unroll
 		for (int j = 0; j < KT / 8; j++) {
@@ -466,21 +455,6 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 			sum += p0 + p1;
 		}
 		l[rr] = l[rr] * alpha[rr] + sum;
-	}
-}
-
-/* O *= alpha, left out where no row of the warp moved its max: the vote
- * is made warp-uniform, so no wgmma around it is serialised. */
-template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
-{
-	if (!warp_uniform(__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)))
-		return;
-#pragma unroll
-	for (int j = 0; j < HD / 8; j++) {
-		o[4 * j] *= alpha[0];
-		o[4 * j + 1] *= alpha[0];
-		o[4 * j + 2] *= alpha[1];
-		o[4 * j + 3] *= alpha[1];
 	}
 }
 
@@ -712,7 +686,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			release<CL>(bEK, peer);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
-		softmax(s, m, l, alpha, a.sl, a.tau);
+		softmax(s, m, l, alpha, a.sl);
 		to_p<T>(p, s);
 		w.next();
 		it = 1;
@@ -737,13 +711,19 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			release<CL>(bEK + 8 * st, peer);
 		mask_tile(s, a, w, qr, kq, q0);
 		float alpha[2];
-		softmax(s, m, l, alpha, a.sl, a.tau);
+		softmax(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<BK / 16>(p);
 		if (lane == 0 && (CL == 1 || it - 1 < nrel))
 			release<CL>(bEV + 8 * pst, peer);
-		rescale<HD>(o, alpha);
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
 		to_p<T>(p, s);
 		pst = st;
 		pph = ph;
@@ -967,7 +947,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	if (lane == 0)
 		bar_arrive(bEK);
 	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
-	softmax<KT>(s, m, l, alpha, a.sl, a.tau);
+	softmax<KT>(s, m, l, alpha, a.sl);
 	to_p<T, KT>(p, s);
 	it = 1;
 	for (;;) {
@@ -1023,7 +1003,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			m[0] = m[1] = -INFINITY;
 			l[0] = l[1] = 0;
 		}
-		softmax<KT>(s, m, l, alpha, a.sl, a.tau);
+		softmax<KT>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<KT / 16>(p);
@@ -1037,7 +1017,13 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
-		rescale<HD>(o, alpha);
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++) {
+			o[4 * j] *= alpha[0];
+			o[4 * j + 1] *= alpha[0];
+			o[4 * j + 2] *= alpha[1];
+			o[4 * j + 3] *= alpha[1];
+		}
 		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
@@ -1095,7 +1081,6 @@ struct state {
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
 	int32_t *row, *order, *bmi;
-	int many;                  /* args.many */
 	plan_ent *ent;
 	plan_cut *cut;
 	uint4 *bm;
@@ -1172,7 +1157,7 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 	return rc;
 }
 
-/* The bitmasks of the tiles with more than f->many cuts: bit k of row q is
+/* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
  * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk (BQ rows of
  * BK bits each, whatever the plan's tile). */
 static int bitmasks(struct state *f, const struct plan *p)
@@ -1184,7 +1169,7 @@ static int bitmasks(struct state *f, const struct plan *p)
 	if (bmi == NULL)
 		return KERN_ERR;
 	for (int e = 0; e < p->nent; e++)
-		bmi[e] = p->ent[e].ncut > f->many ? nbm++ : -1;
+		bmi[e] = p->ent[e].ncut > MANY ? nbm++ : -1;
 	if (nbm > 0 && (bm = (uint32_t *)calloc((size_t)nbm * BQ * 4, sizeof *bm)) == NULL) {
 		free(bmi);
 		return KERN_ERR;
@@ -1436,7 +1421,6 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			ord[i] = i;
 		work_key = work;
 		qsort(ord, n, sizeof *ord, by_work);
-		f->many = env_has("LONGATTN_HOPPER_FWD", "bmall") ? 0 : MANY;
 		if ((rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
@@ -1471,13 +1455,12 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
-	a.bmi = f->bmi; a.bm = f->bm; a.many = f->many;
+	a.bmi = f->bmi; a.bm = f->bm;
 	a.o = io->o; a.lse = io->lse;
 	a.sq = (int)s->sq; a.sk = f->skv > 0 ? f->skv : (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.qtile = f->qtile; a.ktile = f->ktile;
 	a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads;
 	a.sl = (float)s->scale * LOG2E;
-	a.tau = env_has("LONGATTN_HOPPER_FWD", "tau0") ? 0.f : TAU;
 	const int G = f->nitem < f->nsm ? f->nitem : f->nsm;
 	a.item = f->item;
 	a.nitem = f->nitem;
