@@ -81,10 +81,13 @@ template <int N> static __device__ __forceinline__ void wg_wait(void)
 #define WG_D16 WG_D8(0), WG_D8(8)
 #define WG_D32 WG_D16, WG_D8(16), WG_D8(24)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+#define WG_D88 WG_D64, WG_D8(64), WG_D8(72), WG_D8(80)
 #define WG_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
 #define WG_R32 WG_R16 ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define WG_R64 WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
 	",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define WG_R88 WG_R64 ",%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79" \
+	",%80,%81,%82,%83,%84,%85,%86,%87"
 
 /* A shared-memory matrix descriptor (128-byte swizzle, groups of 8 rows
  * 1024 bytes apart) as its low word: the address's low 18 bits in 16-byte

@@ -45,16 +45,21 @@
 
 namespace hf {
 
-enum { BQ = 128, BK = 128, NT = 384 };
+/* KW: the wide k-tile of plans with no partial tile (hd 128; the full
+ * mask, whose long rows then pay the softmax's per-tile costs, the row
+ * max and O's rescale, on 176 keys instead of 128: FlashAttention-3's
+ * choice at hd 128) */
+enum { BQ = 128, BK = 128, KW = 176, NT = 384 };
 
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
-template <int HD> struct cfg {
+/* KT: 128, or 176 (long rows; two stages then fill shared memory) */
+template <int HD, int KT = BK> struct cfg {
 	enum {
-		STAGES = 3,
+		STAGES = KT > BK ? 2 : 3,
 		QB = BQ * HD * 2,                  /* bytes of the Q tile */
-		KB = BK * HD * 2,                  /* bytes of one K (or V) tile */
+		KB = KT * HD * 2,                  /* bytes of one K (or V) tile */
 		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
 		BAR = QB + 2 * STAGES * KB,
 		SMEM = BAR + 8 * (1 + 4 * STAGES) + 1024,
@@ -152,6 +157,11 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t" \
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}" \
 	    : WG_D64 : "l"(da), "l"(db), "r"(acc))
+/* d[88] (+)= A B^T, m64n176k16: S of a 176-key tile. */
+#define HF_SS176(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %90, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " " WG_R88 "}, %88, %89, p, 1, 1, 0, 0;\n}" \
+	    : WG_D88 : "l"(da), "l"(db), "r"(acc))
 /* d[64] += A B, m64n128k16, A in registers, B N-major in shared memory. */
 /* d[32] (+)= A B^T, m64n64k16: S of a 64-key tile. */
 #define HF_SS64(TY) \
@@ -173,17 +183,20 @@ template <typename T> struct ty;
 template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
 	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("bf16"); }
+	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
 };
 template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
 	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("f16"); }
+	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
 };
 #undef HF_SS
 #undef HF_SS64
+#undef HF_SS176
 #undef HF_RS128
 #undef HF_RS64
 
@@ -274,13 +287,15 @@ static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 		const uint64_t da = dsc(q_d, (ks >> 2) * BQ * 128 + off), db = dsc(k_d, (ks >> 2) * KT * 128 + off);
 		if (KT == 128)
 			ty<T>::ss(s, da, db, ks > 0);
-		else
+		else if (KT == 64)
 			ty<T>::ss64(s, da, db, ks > 0);
+		else
+			ty<T>::ss176(s, da, db, ks > 0);
 	}
 }
 
-/* O += P V: BK/16 k-steps of 16 keys (2 KB of each V box); the HD columns
- * span HD/64 boxes, BK * 128 bytes apart. */
+/* O += P V: KT/16 k-steps of 16 keys (2 KB of each V box); the HD columns
+ * span HD/64 boxes, KT * 128 bytes apart. */
 template <typename T, int HD, int KT = BK>
 static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
 {
@@ -319,6 +334,17 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
+	if constexpr (KT > BK) {
+		/* 176-key tiles run plans without partial tiles (init): the
+		 * ragged end alone, too wide for a word of bits a row */
+#pragma unroll
+		for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				if (k0 + kq + 8 * j + x >= a.sk)
+					s[4 * j + x] = s[4 * j + 2 + x] = -INFINITY;
+		return;
+	} else {
 	uint32_t ok[2];
 	if (w.E.ncut > MANY) {
 		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
@@ -335,6 +361,7 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
 	kill_scores<KT>(s, ok);
+	}
 }
 
 /* fwdp's walk with gathered stages: the plan's tiles are 64 keys, a stage
@@ -559,17 +586,17 @@ template <int CL> static __device__ __forceinline__ void release(uint32_t b, uin
 
 /* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
  * same q-tile and mask row, so they walk the same k-tiles; each producer
- * loads half of every K and V tile (BK / 2 keys) into both CTAs, halving
+ * loads half of every K and V tile (KT / 2 keys) into both CTAs, halving
  * what the SMs read from L2.  A stage is refilled once the consumers of
  * both CTAs gave it back (empty barriers count 16 warps).  The last S
  * tiles are never given back: no copy waits for them, and so every arrival
  * on the other CTA's barriers is waited for there before it can exit. */
-template <typename T, int HD, int CL>
+template <typename T, int HD, int CL, int KT>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
 {
-	typedef cfg<HD> C;
+	typedef cfg<HD, KT> C;
 	constexpr int S = C::STAGES, NO = HD / 2;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
@@ -614,29 +641,29 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		for (int c = 0; c < HD / 64; c++)
 			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, qt, BQ).x, b, bQ);
 		/* this CTA's rows of a tile, and their offset in a stage */
-		const int rk = CL == 1 ? 0 : (int)cl_rank() * (BK / 2);
+		const int rk = CL == 1 ? 0 : (int)cl_rank() * (KT / 2);
 		const uint32_t ro = rk * 128;
 		int it = 0;
 		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
-			const int st = it % S, kp = key0<BK>(w, a.ktile).x;
+			const int st = it % S, kp = key0<KT>(w, a.ktile).x;
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bEK + 8 * st, ph ^ 1);
 			bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				if (CL == 1)
-					tma4(sK + st * C::KB + c * BK * 128, &tk, c * 64, hk, kp, b, bK + 8 * st);
+					tma4(sK + st * C::KB + c * KT * 128, &tk, c * 64, hk, kp, b, bK + 8 * st);
 				else
-					tma4mc(sK + st * C::KB + c * BK * 128 + ro, &tk, c * 64, hk, kp + rk, b,
+					tma4mc(sK + st * C::KB + c * KT * 128 + ro, &tk, c * 64, hk, kp + rk, b,
 					    bK + 8 * st, 3);
 			bar_wait(bEV + 8 * st, ph ^ 1);
 			bar_expect(bV + 8 * st, C::KB);
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				if (CL == 1)
-					tma4(sV + st * C::KB + c * BK * 128, &tv, c * 64, hk, kp, b, bV + 8 * st);
+					tma4(sV + st * C::KB + c * KT * 128, &tv, c * 64, hk, kp, b, bV + 8 * st);
 				else
-					tma4mc(sV + st * C::KB + c * BK * 128 + ro, &tv, c * 64, hk, kp + rk, b,
+					tma4mc(sV + st * C::KB + c * KT * 128 + ro, &tv, c * 64, hk, kp + rk, b,
 					    bV + 8 * st, 3);
 		}
 		return;
@@ -651,8 +678,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	const int kq = 2 * (lane & 3);
 	const uint32_t sQw = sQ + cw * 64 * 128;
 
-	float o[NO], s[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
-	uint32_t p[BK / 16][4];
+	float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
+	uint32_t p[KT / 16][4];
 #pragma unroll
 	for (int i = 0; i < NO; i++)
 		o[i] = 0;
@@ -677,17 +704,17 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		bar_wait(bK, 0);
 		pp_sync(cw);
 		wg_fence();
-		qk<T, HD>(s, sQw, sK);
+		qk<T, HD, KT>(s, sQw, sK);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<0>();
-		pin<64>(s);
+		pin<KT / 2>(s);
 		if (lane == 0 && (CL == 1 || 0 < nrel))
 			release<CL>(bEK, peer);
-		mask_tile(s, a, w, qr, kq, q0);
+		mask_tile<KT>(s, a, w, qr, kq, q0);
 		float alpha[2];
-		softmax(s, m, l, alpha, a.sl);
-		to_p<T>(p, s);
+		softmax<KT>(s, m, l, alpha, a.sl);
+		to_p<T, KT>(p, s);
 		w.next();
 		it = 1;
 	}
@@ -697,24 +724,24 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		bar_wait(bK + 8 * st, ph);
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		pp_sync(cw);
 		wg_fence();
-		qk<T, HD>(s, sQw, sK + st * C::KB);
+		qk<T, HD, KT>(s, sQw, sK + st * C::KB);
 		wg_commit();
-		pv<T, HD>(o, p, sV + pst * C::KB);
+		pv<T, HD, KT>(o, p, sV + pst * C::KB);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<1>();
-		pin<64>(s);
+		pin<KT / 2>(s);
 		if (lane == 0 && (CL == 1 || it < nrel))
 			release<CL>(bEK + 8 * st, peer);
-		mask_tile(s, a, w, qr, kq, q0);
+		mask_tile<KT>(s, a, w, qr, kq, q0);
 		float alpha[2];
-		softmax(s, m, l, alpha, a.sl);
+		softmax<KT>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		if (lane == 0 && (CL == 1 || it - 1 < nrel))
 			release<CL>(bEV + 8 * pst, peer);
 #pragma unroll
@@ -724,17 +751,17 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			o[4 * j + 2] *= alpha[1];
 			o[4 * j + 3] *= alpha[1];
 		}
-		to_p<T>(p, s);
+		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
 	}
 	if (it > 0) {
 		bar_wait(bV + 8 * pst, pph);
 		pin<NO>(o);
-		pin<BK / 16>(p);
+		pin<KT / 16>(p);
 		pp_sync(cw);
 		wg_fence();
-		pv<T, HD>(o, p, sV + pst * C::KB);
+		pv<T, HD, KT>(o, p, sV + pst * C::KB);
 		wg_commit();
 		/* the last turn: nobody waits for warpgroup 2's */
 		if (cw == 0)
@@ -1306,8 +1333,12 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 {
 	cudaError_t e;
 
-	if ((e = smem(fwd<T, HD, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
-	    (e = smem(fwd<T, HD, 2>, cfg<HD>::SMEM)) != cudaSuccess ||
+	if constexpr (HD == 128)
+		if ((e = smem(fwd<T, HD, 1, KW>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 2, KW>, cfg<HD, KW>::SMEM)) != cudaSuccess)
+			return e;
+	if ((e = smem(fwd<T, HD, 1, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwd<T, HD, 2, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 0, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 64, 0>, pcfg<HD, 64>::SMEM)) != cudaSuccess)
@@ -1392,13 +1423,30 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
+	/* LONGATTN_HOPPER_FWD=k176: KW-key tiles where their plan has no
+	 * partial tile, for A/B runs */
+	if (!f->pers && s->hd == 128 && env_has("LONGATTN_HOPPER_FWD", "k176")) {
+		struct plan pw;
+		if (plan_build(&pw, m, BQ, KW, err, errlen) != 0) {
+			plan_free(&p);
+			free(f);
+			return KERN_ERR;
+		}
+		if (pw.ntiles_partial == 0) {
+			plan_free(&p);
+			p = pw;
+			f->bk = KW;
+		} else {
+			plan_free(&pw);
+		}
+	}
 	/* documents on tile edges (tile.cuh's pad_plan): 1K-8K documents
 	 * +2-17 % on 64x128 tiles (H100, round 6), documents under a tile on
 	 * the 64-key tiles of the gathered plan (48-127 tokens: full +26 %;
 	 * causal -12 % where tiles were counted, not steps).
 	 * LONGATTN_HOPPER_FWD=nopad keeps the plan, =pad pads wherever there
 	 * are gaps, for A/B runs and checks. */
-	if (!env_has("LONGATTN_HOPPER_FWD", "nopad")) {
+	if (f->bk != KW && !env_has("LONGATTN_HOPPER_FWD", "nopad")) {
 		const int pr = pad_plan(m, f->pair ? 64 : BQ, f->bk, f->gather, env_has("LONGATTN_HOPPER_FWD", "pad"),
 		    &p, &f->qtile, &f->ktile, &f->skv, err, errlen);
 		if (pr != KERN_OK) {
@@ -1439,6 +1487,30 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	*st = f;
 	return KERN_OK;
+}
+
+/* fwd on KT-key tiles: a CTA a q-tile, or (cl 2) CTA pairs. */
+template <typename T, int HD, int KT>
+static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap &tq, const CUtensorMap &tk,
+    const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
+{
+	if (f->cl == 1) {
+		fwd<T, HD, 1, KT><<<grid, NT, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		return cudaSuccess;
+	}
+	cudaLaunchConfig_t lc = {};
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = 2;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	lc.gridDim = grid;
+	lc.blockDim = dim3(NT);
+	lc.dynamicSmemBytes = cfg<HD, KT>::SMEM;
+	lc.stream = (cudaStream_t)io->stream;
+	lc.attrs = at;
+	lc.numAttrs = 1;
+	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT>, tq, tk, tv, to, a);
 }
 
 template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
@@ -1485,22 +1557,13 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 			fwdp<T, HD, 0, 128, 0><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		}
-	} else if (f->cl == 1) {
-		fwd<T, HD, 1><<<grid, NT, cfg<HD>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 	} else {
-		cudaLaunchConfig_t lc = {};
-		cudaLaunchAttribute at[1];
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = 2;
-		at[0].val.clusterDim.y = 1;
-		at[0].val.clusterDim.z = 1;
-		lc.gridDim = grid;
-		lc.blockDim = dim3(NT);
-		lc.dynamicSmemBytes = cfg<HD>::SMEM;
-		lc.stream = (cudaStream_t)io->stream;
-		lc.attrs = at;
-		lc.numAttrs = 1;
-		if ((e = cudaLaunchKernelEx(&lc, fwd<T, HD, 2>, tq, tk, tv, to, a)) != cudaSuccess) {
+		if constexpr (HD == 128)
+			e = f->bk == KW ? fwd_grid<T, HD, KW>(f, grid, tq, tk, tv, to, a, io) :
+			    fwd_grid<T, HD, BK>(f, grid, tq, tk, tv, to, a, io);
+		else
+			e = fwd_grid<T, HD, BK>(f, grid, tq, tk, tv, to, a, io);
+		if (e != cudaSuccess) {
 			warnx("hopper: fwd: %s", cudaGetErrorString(e));
 			return KERN_ERR;
 		}
