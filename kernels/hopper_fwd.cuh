@@ -45,10 +45,12 @@
 
 namespace hf {
 
-/* KW: the wide k-tile of plans with no partial tile (hd 128; the full
- * mask, whose long rows then pay the softmax's per-tile costs, the row
- * max and O's rescale, on 176 keys instead of 128: FlashAttention-3's
- * choice at hd 128) */
+/* KW: the wide k-tile of plans with no partial tile (hd 128, fwd and
+ * its CTA pairs: the full mask), whose rows then pay the per-tile costs
+ * (the row max, O's rescale, the barriers) on 176 keys instead of 128,
+ * FlashAttention-3's choice at hd 128.  Two stages then fill shared
+ * memory.  H100, full 8K / 16K / 32K / 64K +2.6 / +3.4 / +3.5 / +3.8 %,
+ * 4K level (bench/NOTES.md, round 23). */
 enum { BQ = 128, BK = 128, KW = 176, NT = 384 };
 
 static const float LOG2E = 1.4426950408889634f;
@@ -1423,9 +1425,9 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
-	/* LONGATTN_HOPPER_FWD=k176: KW-key tiles where their plan has no
-	 * partial tile, for A/B runs */
-	if (!f->pers && s->hd == 128 && env_has("LONGATTN_HOPPER_FWD", "k176")) {
+	/* KW-key tiles where their plan has no partial tile;
+	 * LONGATTN_HOPPER_FWD=k128 keeps 128, for A/B runs */
+	if (!f->pers && s->hd == 128 && !env_has("LONGATTN_HOPPER_FWD", "k128")) {
 		struct plan pw;
 		if (plan_build(&pw, m, BQ, KW, err, errlen) != 0) {
 			plan_free(&p);

@@ -244,12 +244,12 @@ check)
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
 	force "" ""
-	# 176-key tiles where their plan has no partial tile (hopper's k176:
-	# full; causal keeps 128), a CTA a q-tile and CTA pairs, ragged ends
-	force k176,grid ""
+	# 176-key tiles where their plan has no partial tile (hopper's fwd and
+	# CTA pairs at hd 128: full; causal keeps 128), ragged ends, batch 2
+	force grid ""
 	kb "k176 grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
-	force k176,cluster ""
+	force cluster ""
 	kb "k176 cluster fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/full.1000.amask \
 	    $M/full.3001.amask
 	force "" ""
