@@ -204,34 +204,38 @@ template <> struct ty<__half> : w16<__half> {
 
 /* ---- masks of partial tiles ---------------------------------------------- */
 
-/* A thread holds, per row, the 32 scores u = 2j + x of keys kb + 8j + x
+/* A thread holds, per row, the KT / 4 scores u = 2j + x of keys kb + 8j + x
  * (kb = tile start + 2 * (lane & 3)): the offsets grow with u, so the keys
- * of an interval are a run of bits.  cnt(x) is the number of offsets
- * below x. */
+ * of an interval are a run of bits, of a word of bits<KT>.  cnt(x) is
+ * the number of offsets below x. */
+template <int KT> struct bitw { typedef uint32_t T; };
+template <> struct bitw<KW> { typedef uint64_t T; };
+template <int KT> using bits = typename bitw<KT>::T;
+
 template <int KT> static __device__ __forceinline__ int cnt(int x)
 {
 	return x <= 0 ? 0 : x >= KT ? KT / 4 : 2 * (x >> 3) + min(x & 7, 2);
 }
 
-static __device__ __forceinline__ uint32_t low(int n)
+template <typename B> static __device__ __forceinline__ B low(int n)
 {
-	return n >= 32 ? ~0u : (1u << n) - 1;
+	return n >= (int)(8 * sizeof(B)) ? ~(B)0 : ((B)1 << n) - 1;
 }
 
 /* the scores with key in [a, b), both relative to kb */
-template <int KT> static __device__ __forceinline__ uint32_t span(int a, int b)
+template <int KT> static __device__ __forceinline__ bits<KT> span(int a, int b)
 {
-	return low(cnt<KT>(b)) & ~low(cnt<KT>(a));
+	return low<bits<KT>>(cnt<KT>(b)) & ~low<bits<KT>>(cnt<KT>(a));
 }
 
 /* Allowed scores of rows q[0], q[1] in the tile at k0: keys below sk that
  * one of the cuts allows (ncut == 0: a full tile at the ragged end).  A cut
  * allows, on one row, one interval of keys (plan_cut_allows). */
 template <int KT>
-static __device__ __forceinline__ void allowed(uint32_t *ok, const plan_cut *cut, int ncut, const int *q,
+static __device__ __forceinline__ void allowed(bits<KT> *ok, const plan_cut *cut, int ncut, const int *q,
     int kb, int sk)
 {
-	const uint32_t edge = span<KT>(-kb, sk - kb);
+	const bits<KT> edge = span<KT>(-kb, sk - kb);
 	if (ncut == 0) {
 		ok[0] = ok[1] = edge;
 		return;
@@ -315,7 +319,7 @@ static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint
 /* Scores whose bit in ok (two a column pair, rows qr[0] and qr[1]) is
  * clear become -inf. */
 template <int KT>
-static __device__ __forceinline__ void kill_scores(float *s, const uint32_t *ok)
+static __device__ __forceinline__ void kill_scores(float *s, const bits<KT> *ok)
 {
 #pragma unroll
 	for (int j = 0; j < KT / 8; j++)
@@ -336,19 +340,9 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
-	if constexpr (KT > BK) {
-		/* 176-key tiles run plans without partial tiles (init): the
-		 * ragged end alone, too wide for a word of bits a row */
-#pragma unroll
-		for (int j = 0; j < KT / 8; j++)
-#pragma unroll
-			for (int x = 0; x < 2; x++)
-				if (k0 + kq + 8 * j + x >= a.sk)
-					s[4 * j + x] = s[4 * j + 2 + x] = -INFINITY;
-		return;
-	} else {
-	uint32_t ok[2];
-	if (w.E.ncut > MANY) {
+	bits<KT> ok[2];
+	if (KT <= BK && w.E.ncut > MANY) {
+		/* (wide tiles run plans of at most MANY cuts a tile: init) */
 		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
@@ -357,13 +351,12 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 			ok[rr] = 0;
 #pragma unroll
 			for (int j = 0; j < KT / 8; j++)
-				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
+				ok[rr] |= (bits<KT>)(wd[(j >> 2) & 3] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
 		}
 	} else {
 		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
 	kill_scores<KT>(s, ok);
-	}
 }
 
 /* fwdp's walk with gathered stages: the plan's tiles are 64 keys, a stage
@@ -1426,15 +1419,19 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		}
 	}
 	/* KW-key tiles where their plan has no partial tile;
-	 * LONGATTN_HOPPER_FWD=k128 keeps 128, for A/B runs */
+	 * LONGATTN_HOPPER_FWD=k128 keeps 128, k176 takes KW wherever no tile
+	 * has more than MANY cuts, for A/B runs */
 	if (!f->pers && s->hd == 128 && !env_has("LONGATTN_HOPPER_FWD", "k128")) {
 		struct plan pw;
+		int few = 1;
 		if (plan_build(&pw, m, BQ, KW, err, errlen) != 0) {
 			plan_free(&p);
 			free(f);
 			return KERN_ERR;
 		}
-		if (pw.ntiles_partial == 0) {
+		for (int e = 0; e < pw.nent; e++)
+			few &= pw.ent[e].ncut <= MANY;
+		if (pw.ntiles_partial == 0 || (few && env_has("LONGATTN_HOPPER_FWD", "k176"))) {
 			plan_free(&p);
 			p = pw;
 			f->bk = KW;

@@ -244,14 +244,20 @@ check)
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
 	force "" ""
-	# 176-key tiles where their plan has no partial tile (hopper's fwd and
-	# CTA pairs at hd 128: full; causal keeps 128), ragged ends, batch 2
+	# 176-key tiles (hopper's fwd and CTA pairs at hd 128) where their
+	# plan has no partial tile (full), ragged ends, batch 2; and under its
+	# k176 switch wherever no tile has many cuts (every pattern)
 	force grid ""
 	kb "k176 grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
 	force cluster ""
 	kb "k176 cluster fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/full.1000.amask \
 	    $M/full.3001.amask
+	force k176,grid ""
+	kb "k176 forced grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force k176,cluster ""
+	kb "k176 forced cluster fp16 4:1 hd128 batch 2" -p fwd -t fp16 -H 4:1 -D 128 -b 2 $M/*.1000.amask \
+	    $M/causal.3001.amask $M/sliding_window.3001.amask
 	force "" ""
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \
