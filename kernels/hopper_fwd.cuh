@@ -45,13 +45,16 @@
 
 namespace hf {
 
-/* KW: the wide k-tile of plans with no partial tile (hd 128, fwd and
- * its CTA pairs: the full mask), whose rows then pay the per-tile costs
- * (the row max, O's rescale, the barriers) on 176 keys instead of 128,
- * FlashAttention-3's choice at hd 128.  Two stages then fill shared
- * memory.  H100, full 8K / 16K / 32K / 64K +2.6 / +3.4 / +3.5 / +3.8 %,
- * 4K level (bench/NOTES.md, round 23). */
-enum { BQ = 128, BK = 128, KW = 176, NT = 384 };
+/* KW: the wide k-tile (hd 128, fwd and its CTA pairs), whose rows then
+ * pay the per-tile costs (the row max, O's rescale, the barriers) on 176
+ * keys instead of 128, FlashAttention-3's choice at hd 128; two stages
+ * then fill shared memory.  Where its plan visits at most KW_AREA_PCT %
+ * of the 128-key plan's area and no tile has more than MANY cuts (full,
+ * causal, prefix-LM, long documents).  H100 (bench/NOTES.md, round 23):
+ * full 8K / 16K / 32K / 64K +2.6 / +3.4 / +3.5 / +3.8 %, 4K level; causal
+ * 8K / 16K / 32K +0.6 / +10 / +1.7 %, prefix_lm_causal 32K +2-3 %; the
+ * window (8 % more area) and causal_blockwise (7 %) level. */
+enum { BQ = 128, BK = 128, KW = 176, KW_AREA_PCT = 103, NT = 384 };
 
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
@@ -1418,11 +1421,11 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			plan_free(&p3);
 		}
 	}
-	/* KW-key tiles where their plan has no partial tile;
-	 * LONGATTN_HOPPER_FWD=k128 keeps 128, k176 takes KW wherever no tile
-	 * has more than MANY cuts, for A/B runs */
+	/* KW-key tiles (above); LONGATTN_HOPPER_FWD=k128 keeps 128, k176
+	 * takes KW whatever the area, for A/B runs */
 	if (!f->pers && s->hd == 128 && !env_has("LONGATTN_HOPPER_FWD", "k128")) {
 		struct plan pw;
+		int64_t r;
 		int few = 1;
 		if (plan_build(&pw, m, BQ, KW, err, errlen) != 0) {
 			plan_free(&p);
@@ -1431,7 +1434,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		}
 		for (int e = 0; e < pw.nent; e++)
 			few &= pw.ent[e].ncut <= MANY;
-		if (pw.ntiles_partial == 0 || (few && env_has("LONGATTN_HOPPER_FWD", "k176"))) {
+		if (few && (visited(&pw, &r) * KW * 100 <= visited(&p, &r) * BK * KW_AREA_PCT ||
+		    env_has("LONGATTN_HOPPER_FWD", "k176"))) {
 			plan_free(&p);
 			p = pw;
 			f->bk = KW;

@@ -244,9 +244,10 @@ check)
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
 	force "" ""
-	# 176-key tiles (hopper's fwd and CTA pairs at hd 128) where their
-	# plan has no partial tile (full), ragged ends, batch 2; and under its
-	# k176 switch wherever no tile has many cuts (every pattern)
+	# 176-key tiles (hopper's fwd and CTA pairs at hd 128) where they
+	# visit little more than 128-key tiles (full, causal), ragged ends,
+	# batch 2; and under its k176 switch wherever no tile has many cuts
+	# (every pattern)
 	force grid ""
 	kb "k176 grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
