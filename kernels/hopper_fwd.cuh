@@ -4,7 +4,8 @@
  * warpgroups.  Warpgroup 0 is the producer: one thread issues TMA copies
  * (cp.async.bulk.tensor, 128-byte swizzle, zero fill past the sequence
  * ends) of the Q tile once and of K and V tiles of 128 keys into a ring of
- * three shared-memory stages (225 KB at hd 128), each guarded by mbarriers
+ * three shared-memory stages (225 KB at hd 128; of 176 keys, two stages,
+ * where the mask wastes nothing on them: KW below), each guarded by mbarriers
  * (full: the copy landed, with its byte count; empty: both consumers are
  * done with it).  K and V have barriers of their own: a K stage is given
  * back as soon as S is computed, so K runs two tiles ahead of the

@@ -12,7 +12,8 @@
 #   flash     tests/gpu/flash.sh check: kbench --check -k flash, every case
 #   hopper    the same for the hopper kernel (sm_90a GPUs only)
 #   versus    hopper and cudnn side by side (and flash with VERSUS_FLASH=1):
-#             full and causal at 1K-128K, fwd and bwd, hopper's
+#             full and causal at 1K-128K, fwd and bwd ($VERSUS_ROUNDS
+#             processes a cell, 1 by default; the tables give medians), hopper's
 #             deterministic bwd at 8K/32K/128K, every other pattern at 32K
 #             on hopper (64:8, hd 128, bf16)
 #   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
@@ -180,17 +181,25 @@ sec_versus() {
 	rm -f "$OUT/versus.tsv"
 	k=hopper,cudnn
 	[ "${VERSUS_FLASH:-0}" = 1 ] && k=$k,flash
-	for n in 1024 2048 4096 8192 16384 24576 32768 49152 65536 131072; do
+	lens="1024 2048 4096 8192 16384 24576 32768 49152 65536 131072"
+	for n in $lens; do
 		maskgen -p full -n $n -o "$M/vs-full-$n.amask" &&
 		    maskgen -p causal -n $n -o "$M/vs-causal-$n.amask" || { fail "maskgen versus $n"; return; }
-		w=3 it=10
-		[ $n -ge 65536 ] && w=1 it=3
-		# a process a mask and pass: what ran before in a process moves
-		# a row by up to 10 % (clocks under the power cap, bench/NOTES.md
-		# "hopper bwd, round 5")
-		for p in full causal; do
-			for pass in fwd bwd; do
-				vsrows -k $k -p $pass -w $w -n $it "$M/vs-$p-$n.amask"
+	done
+	# $VERSUS_ROUNDS rounds of processes, interleaved (summarize takes
+	# the median of a cell's rows): cuDNN's causal 16K read 672-685 in
+	# one versus process and 597-653 in others (bench/NOTES.md, round 23)
+	for _ in $(seq "${VERSUS_ROUNDS:-1}"); do
+		for n in $lens; do
+			w=3 it=10
+			[ $n -ge 65536 ] && w=1 it=3
+			# a process a mask and pass: what ran before in a process
+			# moves a row by up to 10 % (clocks under the power cap,
+			# bench/NOTES.md "hopper bwd, round 5")
+			for p in full causal; do
+				for pass in fwd bwd; do
+					vsrows -k $k -p $pass -w $w -n $it "$M/vs-$p-$n.amask"
+				done
 			done
 		done
 	done
