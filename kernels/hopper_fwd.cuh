@@ -65,7 +65,7 @@ enum { BQ = 128, BK = 128, KW = 176, KW_AREA_PM = 1010, NT = 384 };
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
-/* KT: 128, or 176 (long rows; two stages then fill shared memory) */
+/* KT: BK, or KW (two stages) */
 template <int HD, int KT = BK> struct cfg {
 	enum {
 		STAGES = KT > BK ? 2 : 3,
@@ -351,7 +351,9 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 		return;
 	bits<KT> ok[2];
 	if (KT <= BK && w.E.ncut > MANY) {
-		/* (wide tiles run plans of at most MANY cuts a tile: init) */
+		/* wide tiles run plans of at most MANY cuts a tile (init): dead
+		 * there, the & 3 keeping its index in range; an if constexpr
+		 * around it doubled kill_scores's code */
 		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {

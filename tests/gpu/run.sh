@@ -13,9 +13,9 @@
 #   hopper    the same for the hopper kernel (sm_90a GPUs only)
 #   versus    hopper and cudnn side by side (and flash with VERSUS_FLASH=1):
 #             full and causal at 1K-128K, fwd and bwd ($VERSUS_ROUNDS
-#             processes a cell, 1 by default; the tables give medians), hopper's
-#             deterministic bwd at 8K/32K/128K, every other pattern at 32K
-#             on hopper (64:8, hd 128, bf16)
+#             processes a cell, 1 by default; the tables give medians),
+#             hopper's deterministic bwd at 8K/32K/128K, every other
+#             pattern at 32K on hopper (64:8, hd 128, bf16)
 #   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
 #             hash_sparse) at 4K-48K, short documents (pile, prolong64k,
 #             --long, documents under one tile, 1K documents on and off
