@@ -100,6 +100,12 @@ struct args {
 	const int2 *qtile, *ktile;
 	int nitem;
 	unsigned *next, base;      /* fwdp: item counter, its value at launch */
+	/* fwd's split tail (split() below): in the last batch, blocks from
+	 * whole to hq * nqt exit, and those past hq * nqt run tail[i] = (the
+	 * block it is a part of, its plan row, its slot in ws) */
+	const int4 *tail;
+	int whole;
+	float *ws;
 };
 
 /* ---- PTX wrappers ------------------------------------------------------ */
@@ -580,6 +586,62 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 	}
 }
 
+/* A part of a split q-tile (split() below): O / l in fp32 and each row's
+ * m * sl + log2 l, -inf where nothing was allowed, to its workspace slot
+ * (BQ x HD, then BQ), which combine() merges. */
+template <int HD>
+static __device__ __forceinline__ void partial(const float *o, const float *l, const float *m, float *W, int cw,
+    int ct, int kq, float sl)
+{
+	const int lane = ct & 31, warp = (ct >> 5) & 3;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		float sum = l[rr];
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		const float inv = sum > 0 ? 1.f / sum : 0.f;
+		const int rw = cw * 64 + warp * 16 + (lane >> 2) + 8 * rr;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++)
+			*(float2 *)(W + rw * HD + 8 * j + kq) = make_float2(o[4 * j + 2 * rr] * inv,
+			    o[4 * j + 2 * rr + 1] * inv);
+		if ((lane & 3) == 0)
+			W[BQ * HD + rw] = sum > 0 ? m[rr] * sl + log2f(sum) : -INFINITY;
+	}
+}
+
+/* The parts of split q-tiles merged, a CTA a q-tile (tile: q-head, first
+ * row, batch, rows), as one walk over all its k-tiles would have left O
+ * and the LSE: rows that no part allowed anything get O = 0, LSE = -inf. */
+template <typename T, int HD>
+__global__ void combine(const float *ws, const int4 *tile, int np, T *o, float *lse, int sq, int hq)
+{
+	const int4 I = tile[blockIdx.x];
+	const int SL = BQ * HD + BQ;
+	const float *W = ws + (size_t)blockIdx.x * np * SL;
+	for (int x = threadIdx.x; x < I.w * HD / 4; x += blockDim.x) {
+		const int rw = x / (HD / 4), c = x % (HD / 4) * 4;
+		float mx = -INFINITY, sw = 0;
+		float4 acc = make_float4(0, 0, 0, 0);
+		for (int p = 0; p < np; p++)
+			mx = fmaxf(mx, W[p * SL + BQ * HD + rw]);
+		for (int p = 0; p < np && mx > -INFINITY; p++) {
+			const float w = exp2f(W[p * SL + BQ * HD + rw] - mx);
+			const float4 v = *(const float4 *)(W + p * SL + rw * HD + c);
+			sw += w;
+			acc.x += w * v.x;
+			acc.y += w * v.y;
+			acc.z += w * v.z;
+			acc.w += w * v.w;
+		}
+		const float inv = sw > 0 ? 1.f / sw : 0.f;
+		*(uint2 *)(o + (((int64_t)I.z * sq + I.y + rw) * hq + I.x) * HD + c) =
+		    make_uint2(ty<T>::pack(acc.x * inv, acc.y * inv), ty<T>::pack(acc.z * inv, acc.w * inv));
+		if (c == 0)
+			lse[((int64_t)I.z * hq + I.x) * sq + I.y + rw] = sw > 0 ? (mx + log2f(sw)) * LN2 : -INFINITY;
+	}
+}
+
 /* A stage given back: by lane 0 of each consumer warp, to its own CTA's
  * barrier, or with CL == 2 to both CTAs' (either producer fills half of
  * both CTAs' stage). */
@@ -614,9 +676,20 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	 * order, then kv-heads, so that the CTAs on the machine at a time share
 	 * one kv-head's K and V (16 MB at 32K), which then stays in L2 (heads
 	 * fastest, they read all kv-heads' K and V: 128 MB at 32K) */
-	const int gi = blockIdx.x, hh = gi % a.group, qi = gi / a.group % a.nqt;
+	int gi = blockIdx.x, rp = -1, slot = -1;
+	if (blockIdx.z + 1 == gridDim.z && gi >= a.whole) {
+		if (gi < a.hq * a.nqt)
+			return;    /* the q-tiles whose parts run below */
+		const int4 tl = a.tail[gi - a.hq * a.nqt];
+		gi = tl.x;
+		rp = tl.y;
+		slot = tl.z;
+	} else if (gi >= a.hq * a.nqt) {
+		return;
+	}
+	const int hh = gi % a.group, qi = gi / a.group % a.nqt;
 	const int h = gi / (a.group * a.nqt) * a.group + hh, qt = a.order[qi], b = blockIdx.z;
-	const int q0 = qt * BQ, r = (h / a.mgroup) * a.nqt + qt;
+	const int q0 = qt * BQ, r = rp >= 0 ? rp : (h / a.mgroup) * a.nqt + qt;
 	const int e0 = a.row[r], e1 = a.row[r + 1];
 
 	if (tid == 0) {
@@ -778,6 +851,10 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_arrive(bEV + 8 * pst);
 	}
 
+	if (slot >= 0) {
+		partial<HD>(o, l, m, a.ws + (size_t)slot * (BQ * HD + BQ), cw, ct, kq, a.sl);
+		return;
+	}
 	const int2 R = real_rows(a, qt, BQ);
 	epilogue<T, HD>(o, l, m, h, R.x + cw * 64, R.y - cw * 64, b, sQw, a, &to, cw, ct, kq);
 	if ((ct & 127) == 0)
@@ -1119,6 +1196,9 @@ struct state {
 	uint4 *bm;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int skv;                   /* a padded plan's sk */
+	int whole, ntail, np;      /* fwd's split tail: args' whole, q-tiles, parts */
+	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
+	float *ws;                 /* the parts' slots */
 };
 
 
@@ -1153,6 +1233,9 @@ static void fini(void *st)
 	dev_free(f->next);
 	dev_free(f->qtile);
 	dev_free(f->ktile);
+	dev_free(f->tail);
+	dev_free(f->ttile);
+	dev_free(f->ws);
 	free(f);
 }
 
@@ -1320,6 +1403,146 @@ static int choose(struct state *f, const struct plan *p)
 	return pr;
 }
 
+/* CTAs of fwd<T, HD, cl, KT> the machine holds at once. */
+template <typename T, int HD, int KT> static int held(int cl, int nsm)
+{
+	int n = 0;
+	if (cl == 1)
+		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fwd<T, HD, 1, KT>, NT, cfg<HD, KT>::SMEM) ==
+		    cudaSuccess ? n * nsm : 0;
+	cudaLaunchConfig_t lc = {};
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = 2;
+	at[0].val.clusterDim.y = 1;
+	at[0].val.clusterDim.z = 1;
+	lc.gridDim = dim3(2 * nsm);
+	lc.blockDim = dim3(NT);
+	lc.dynamicSmemBytes = cfg<HD, KT>::SMEM;
+	lc.attrs = at;
+	lc.numAttrs = 1;
+	return cudaOccupancyMaxActiveClusters(&n, fwd<T, HD, 2, KT>, &lc) == cudaSuccess ? 2 * n : 0;
+}
+
+template <typename T> static int held(const struct state *f)
+{
+	if (f->s.hd == 64)
+		return held<T, 64, BK>(f->cl, f->nsm);
+	return f->bk == KW ? held<T, 128, KW>(f->cl, f->nsm) : held<T, 128, BK>(f->cl, f->nsm);
+}
+
+/* fwd's tail (not fwdp's): a grid of equal rows runs in waves of as many
+ * CTAs as the machine holds, and a last wave of a few leaves the other
+ * SMs idle for a whole row (full 8K, 64:8: 2048 CTA pairs in 66 slots,
+ * the 32nd wave 2 pairs).  Those last q-tiles (the last batch's) run
+ * instead as np parts each, on contiguous stretches of their k-tiles, into
+ * fp32 slots that combine() merges: the np that makes the tail shortest,
+ * its waves times a part's tiles plus SPLIT_FIX tiles of fixed costs (a
+ * CTA's start, Q, the pipeline's fill, the epilogue), if that saves more
+ * than SPLIT_FIX tiles.  Not on padded plans nor with bitmask tiles
+ * (bitmasks() knows a row's q-tile from its index).
+ * LONGATTN_HOPPER_FWD=nosplit keeps whole rows; split splits the tail of
+ * any mask in three (a whole grid under one wave), for checks. */
+enum { SPLIT_FIX = 3, SPLIT_MAX = 16 };
+
+static int split(struct state *f, struct plan *p, const int32_t *ord)
+{
+	const struct attn_shape *s = &f->s;
+	const int n = p->nqt, N = s->hq * n, cl = f->cl, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
+	const int force = env_has("LONGATTN_HOPPER_FWD", "split");
+	int lo = INT_MAX, hi = 0, np = 1, r;
+
+	f->whole = N;
+	if (f->pers || f->qtile != NULL || env_has("LONGATTN_HOPPER_FWD", "nosplit"))
+		return KERN_OK;
+	for (int e = 0; e < p->nent; e++)
+		if (p->ent[e].ncut > MANY)
+			return KERN_OK;
+	for (int q = 0; q < p->nrows; q++) {
+		int nt = 0;
+		for (int e = p->row[q]; e < p->row[q + 1]; e++)
+			nt += p->ent[e].t1 - p->ent[e].t0;
+		lo = nt < lo ? nt : lo;
+		hi = nt > hi ? nt : hi;
+	}
+	const int C = (s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f)) / cl;
+	const int64_t U = (int64_t)s->batch * N / cl;
+	if (C <= 0 || hi < 2 || (!force && lo != hi))
+		return KERN_OK;
+	r = (int)(U % C);
+	if (force) {
+		r = r > 0 ? r : C;
+		np = hi < 3 ? hi : 3;
+	} else {
+		int64_t best = hi + SPLIT_FIX;
+		for (int P = 2; P <= SPLIT_MAX && P <= hi; P++) {
+			const int64_t t = ((int64_t)r * P + C - 1) / C * ((hi + P - 1) / P + SPLIT_FIX);
+			if (t < best) {
+				best = t;
+				np = P;
+			}
+		}
+		if (best >= hi)
+			np = 1;
+	}
+	if (r == 0 || np < 2 || (int64_t)r * cl > N)
+		return KERN_OK;
+
+	const int nt = r * cl, nr = p->nrows, ne = p->nent;
+	int maxe = 0;
+	for (int q = 0; q < nr; q++)
+		maxe = p->row[q + 1] - p->row[q] > maxe ? p->row[q + 1] - p->row[q] : maxe;
+	int32_t *row = (int32_t *)realloc(p->row, ((size_t)nr + nt * np + 1) * sizeof *row);
+	if (row != NULL)
+		p->row = row;
+	plan_ent *ent = row == NULL ? NULL :
+	    (plan_ent *)realloc(p->ent, ((size_t)ne + (size_t)nt * np * maxe + 1) * sizeof *ent);
+	int4 *tail = (int4 *)calloc((size_t)nt * np, sizeof *tail), *tt = (int4 *)calloc(nt, sizeof *tt);
+	int rc = KERN_ERR;
+	if (ent != NULL)
+		p->ent = ent;
+	if (ent != NULL && tail != NULL && tt != NULL) {
+		int x = ne;
+		f->whole = N - nt;
+		for (int k = 0; k < nt; k++) {
+			const int gi = f->whole + k, hh = gi % group, qt = ord[gi / group % n];
+			const int h = gi / (group * n) * group + hh, q = (h / mgroup) * n + qt;
+			int tot = 0;
+			for (int e = row[q]; e < row[q + 1]; e++)
+				tot += ent[e].t1 - ent[e].t0;
+			tt[k] = make_int4(h, qt * BQ, s->batch - 1, s->sq - qt * BQ < BQ ? (int)s->sq - qt * BQ : BQ);
+			for (int pp = 0; pp < np; pp++) {
+				const int j0 = (int)((int64_t)tot * pp / np), j1 = (int)((int64_t)tot * (pp + 1) / np);
+				const int rr = nr + k * np + pp;
+				row[rr] = x;
+				for (int e = row[q], pos = 0; e < row[q + 1]; pos += ent[e].t1 - ent[e].t0, e++) {
+					const int a0 = pos > j0 ? pos : j0, a1 = pos + ent[e].t1 - ent[e].t0 < j1 ?
+					    pos + ent[e].t1 - ent[e].t0 : j1;
+					if (a0 < a1) {
+						ent[x] = ent[e];
+						ent[x].t0 = ent[e].t0 + a0 - pos;
+						ent[x].t1 = ent[e].t0 + a1 - pos;
+						x++;
+					}
+				}
+				tail[((k / cl) * np + pp) * cl + k % cl] = make_int4(gi, rr, k * np + pp, 0);
+			}
+		}
+		row[nr + nt * np] = x;
+		p->nrows = nr + nt * np;
+		p->nent = x;
+		f->ntail = nt;
+		f->np = np;
+		if ((rc = upload((void **)&f->tail, tail, (size_t)nt * np * sizeof *tail)) == KERN_OK &&
+		    (rc = upload((void **)&f->ttile, tt, (size_t)nt * sizeof *tt)) == KERN_OK &&
+		    dev_alloc((void **)&f->ws, (size_t)nt * np * (BQ * s->hd + BQ) * sizeof(float)) != 0)
+			rc = KERN_OOM;
+	}
+	free(tail);
+	free(tt);
+	return rc;
+}
+
 static const int64_t *work_key;
 
 static int by_work(const void *x, const void *y)
@@ -1480,7 +1703,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			ord[i] = i;
 		work_key = work;
 		qsort(ord, n, sizeof *ord, by_work);
-		if ((rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
+		if ((rc = split(f, &p, ord)) ||
+		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
 		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)) ||
@@ -1550,7 +1774,10 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.next = f->next;
 	/* each launch takes nitem + G values of the counter */
 	a.base = f->launches * (unsigned)(f->nitem + G);
-	dim3 grid(s->hq * f->nqt, 1, s->batch);
+	a.tail = f->tail;
+	a.whole = f->whole;
+	a.ws = f->ws;
+	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
@@ -1578,6 +1805,9 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 			warnx("hopper: fwd: %s", cudaGetErrorString(e));
 			return KERN_ERR;
 		}
+		if (f->ntail > 0)
+			combine<T, HD><<<f->ntail, 256, 0, (cudaStream_t)io->stream>>>(f->ws, f->ttile, f->np, (T *)io->o,
+			    io->lse, a.sq, a.hq);
 	}
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));

@@ -115,6 +115,7 @@ checkmasks() {
 	done
 	gen causal 4096
 	gen share_question 4096
+	gen full 8192
 }
 
 # force FWD BWD: the rows that follow run hopper's switches FWD and BWD
@@ -258,6 +259,17 @@ check)
 	kb "k176 forced grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force k176,cluster ""
 	kb "k176 forced cluster fp16 4:1 hd128 batch 2" -p fwd -t fp16 -H 4:1 -D 128 -b 2 $M/*.1000.amask \
+	    $M/causal.3001.amask $M/sliding_window.3001.amask
+	# the fwd's split tail: a grid's last q-tiles as parts merged by
+	# combine() (by default where the last wave is short: full 8K on one
+	# head; forced in three on every pattern, a grid under one wave)
+	force grid ""
+	kb "split grid bf16 1:1 hd128" -p fwd -t bf16 -H 1:1 -D 128 $M/full.8192.amask
+	force split,grid ""
+	kb "split forced grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	kb "split forced grid fp16 4:4 hd64" -p fwd -t fp16 -H 4:4 -D 64 $M/*.1000.amask $M/causal.3001.amask
+	force split,k176,cluster ""
+	kb "split k176 forced cluster fp16 4:1 hd128 batch 2" -p fwd -t fp16 -H 4:1 -D 128 -b 2 $M/*.1000.amask \
 	    $M/causal.3001.amask $M/sliding_window.3001.amask
 	force "" ""
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then

@@ -15,7 +15,9 @@
 #             full and causal at 1K-128K, fwd and bwd ($VERSUS_ROUNDS
 #             processes a cell, 1 by default; the tables give medians),
 #             hopper's deterministic bwd at 8K/32K/128K, every other
-#             pattern at 32K on hopper (64:8, hd 128, bf16)
+#             pattern at 32K on hopper (64:8, hd 128, bf16); $VERSUS_LENS
+#             and $VERSUS_PASSES narrow the first part, $VERSUS_PARTS
+#             picks among its three parts: table det patterns
 #   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
 #             hash_sparse) at 4K-48K, short documents (pile, prolong64k,
 #             --long, documents under one tile, 1K documents on and off
@@ -181,14 +183,16 @@ sec_versus() {
 	rm -f "$OUT/versus.tsv"
 	k=hopper,cudnn
 	[ "${VERSUS_FLASH:-0}" = 1 ] && k=$k,flash
-	lens="1024 2048 4096 8192 16384 24576 32768 49152 65536 131072"
-	for n in $lens; do
+	lens=${VERSUS_LENS:-1024 2048 4096 8192 16384 24576 32768 49152 65536 131072}
+	parts=" ${VERSUS_PARTS:-table det patterns} "
+	for n in $lens 8192 32768 131072; do
 		maskgen -p full -n $n -o "$M/vs-full-$n.amask" &&
 		    maskgen -p causal -n $n -o "$M/vs-causal-$n.amask" || { fail "maskgen versus $n"; return; }
 	done
 	# $VERSUS_ROUNDS rounds of processes, interleaved (summarize takes
 	# the median of a cell's rows): cuDNN's causal 16K read 672-685 in
 	# one versus process and 597-653 in others (bench/NOTES.md, round 23)
+	case $parts in *" table "*) ;; *) lens= ;; esac
 	for _ in $(seq "${VERSUS_ROUNDS:-1}"); do
 		for n in $lens; do
 			w=3 it=10
@@ -197,14 +201,22 @@ sec_versus() {
 			# moves a row by up to 10 % (clocks under the power cap,
 			# bench/NOTES.md "hopper bwd, round 5")
 			for p in full causal; do
-				for pass in fwd bwd; do
+				for pass in ${VERSUS_PASSES:-fwd bwd}; do
 					vsrows -k $k -p $pass -w $w -n $it "$M/vs-$p-$n.amask"
 				done
 			done
 		done
 	done
-	vsrows --deterministic -k hopper -p bwd -w 2 -n 5 "$M"/vs-*-8192.amask "$M"/vs-*-32768.amask
-	vsrows --deterministic -k hopper -p bwd -w 1 -n 3 "$M"/vs-*-131072.amask
+	case $parts in *" det "*)
+		vsrows --deterministic -k hopper -p bwd -w 2 -n 5 "$M"/vs-*-8192.amask "$M"/vs-*-32768.amask
+		vsrows --deterministic -k hopper -p bwd -w 1 -n 3 "$M"/vs-*-131072.amask ;;
+	esac
+	case $parts in *" patterns "*) versus_patterns ;; esac
+	say "versus: $(awk 'NR > 1' "$OUT/versus.tsv" | wc -l) rows"
+	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
+}
+
+versus_patterns() {
 	for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
 	    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
 	    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
@@ -220,8 +232,6 @@ sec_versus() {
 			vsrows -k hopper -p $pass -w 3 -n 10 "$f"
 		done
 	done
-	say "versus: $(awk 'NR > 1' "$OUT/versus.tsv" | wc -l) rows"
-	summarize "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
 }
 
 # Rows to $OUT/masks.tsv; the short documents' and block-sparse rows (one
