@@ -610,17 +610,22 @@ static __device__ __forceinline__ void partial(const float *o, const float *l, c
 	}
 }
 
-/* The parts of split q-tiles merged, a CTA a q-tile (tile: q-head, first
- * row, batch, rows), as one walk over all its k-tiles would have left O
- * and the LSE: rows that no part allowed anything get O = 0, LSE = -inf. */
+/* The parts of split q-tiles merged, as one walk over all of a q-tile's
+ * k-tiles would have left O and the LSE (rows that no part allowed
+ * anything: O = 0, LSE = -inf).  A CTA CR rows of a q-tile (tile: q-head,
+ * first row, batch, rows), a thread 4 columns, so that the tail's few
+ * q-tiles are read by many SMs. */
+enum { CR = 8 };
+
 template <typename T, int HD>
-__global__ void combine(const float *ws, const int4 *tile, int np, T *o, float *lse, int sq, int hq)
+__global__ void __launch_bounds__(CR * HD / 4) combine(const float *ws, const int4 *tile, int np, T *o, float *lse,
+    int sq, int hq)
 {
 	const int4 I = tile[blockIdx.x];
 	const int SL = BQ * HD + BQ;
 	const float *W = ws + (size_t)blockIdx.x * np * SL;
-	for (int x = threadIdx.x; x < I.w * HD / 4; x += blockDim.x) {
-		const int rw = x / (HD / 4), c = x % (HD / 4) * 4;
+	const int rw = blockIdx.y * CR + threadIdx.x / (HD / 4), c = threadIdx.x % (HD / 4) * 4;
+	if (rw < I.w) {
 		float mx = -INFINITY, sw = 0;
 		float4 acc = make_float4(0, 0, 0, 0);
 		for (int p = 0; p < np; p++)
@@ -1485,6 +1490,9 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 		if (best >= hi)
 			np = 1;
 	}
+	if (env_has("LONGATTN_HOPPER_FWD", "why"))
+		warnx("hopper: fwd: rows of %d-%d %d-key tiles, %lld launch units of %d CTAs, %d at a time: "
+		    "the last %d in %d parts", lo, hi, f->bk, (long long)U, cl, C, r, np);
 	if (r == 0 || np < 2 || (int64_t)r * cl > N)
 		return KERN_OK;
 
@@ -1806,8 +1814,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 			return KERN_ERR;
 		}
 		if (f->ntail > 0)
-			combine<T, HD><<<f->ntail, 256, 0, (cudaStream_t)io->stream>>>(f->ws, f->ttile, f->np, (T *)io->o,
-			    io->lse, a.sq, a.hq);
+			combine<T, HD><<<dim3(f->ntail, BQ / CR), CR * HD / 4, 0, (cudaStream_t)io->stream>>>(f->ws,
+			    f->ttile, f->np, (T *)io->o, io->lse, a.sq, a.hq);
 	}
 	if ((e = cudaGetLastError()) != cudaSuccess) {
 		warnx("hopper: fwd: %s", cudaGetErrorString(e));
