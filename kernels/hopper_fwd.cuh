@@ -1448,7 +1448,7 @@ template <typename T> static int held(const struct state *f)
  * (bitmasks() knows a row's q-tile from its index).
  * LONGATTN_HOPPER_FWD=nosplit keeps whole rows; split splits the tail of
  * any mask in three (a whole grid under one wave), for checks. */
-enum { SPLIT_FIX = 3, SPLIT_MAX = 16 };
+enum { SPLIT_FIX = 6, SPLIT_MAX = 16 };
 
 static int split(struct state *f, struct plan *p, const int32_t *ord)
 {
