@@ -106,6 +106,9 @@ struct args {
 	const int4 *tail;
 	int whole;
 	float *ws;
+	/* fwd: the CTAs the machine holds, whose block this far on has its Q
+	 * tile prefetched into L2 (0: none) */
+	int ahead;
 };
 
 /* ---- PTX wrappers ------------------------------------------------------ */
@@ -155,6 +158,13 @@ static __device__ __forceinline__ void tma4mc(uint32_t dst, const CUtensorMap *m
 
 /* Keeps the compiler from moving accumulator reads or writes across the
  * asynchronous wgmma that owns them. */
+/* A tile into L2 only, for a CTA that starts later. */
+static __device__ __forceinline__ void tma4_l2(const CUtensorMap *m, int c0, int c1, int c2, int c3)
+{
+	asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];"
+	    :: "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
 template <int N> static __device__ __forceinline__ void pin(float *d)
 {
 #pragma unroll
@@ -724,6 +734,18 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 #pragma unroll
 		for (int c = 0; c < HD / 64; c++)
 			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, qt, BQ).x, b, bQ);
+		/* the Q tile of the block a wave on, which would otherwise come
+		 * from DRAM as that CTA starts, with its whole wave's (at 8K, a
+		 * CTA's start and end cost about 2 tiles: bench/NOTES.md, round
+		 * 24) */
+		if (const int g = blockIdx.x + a.ahead; a.ahead > 0 &&
+		    g < (blockIdx.z + 1 == gridDim.z ? a.whole : a.hq * a.nqt)) {
+			const int q2 = a.order[g / a.group % a.nqt];
+#pragma unroll
+			for (int c = 0; c < HD / 64; c++)
+				tma4_l2(&tq, c * 64, g / (a.group * a.nqt) * a.group + g % a.group,
+				    real_rows(a, q2, BQ).x, b);
+		}
 		/* this CTA's rows of a tile, and their offset in a stage */
 		const int rk = CL == 1 ? 0 : (int)cl_rank() * (KT / 2);
 		const uint32_t ro = rk * 128;
@@ -1202,6 +1224,7 @@ struct state {
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int skv;                   /* a padded plan's sk */
 	int whole, ntail, np;      /* fwd's split tail: args' whole, q-tiles, parts */
+	int held, ahead;           /* fwd: CTAs the machine holds; args' ahead */
 	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
 	float *ws;                 /* the parts' slots */
 };
@@ -1470,7 +1493,7 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 		lo = nt < lo ? nt : lo;
 		hi = nt > hi ? nt : hi;
 	}
-	const int C = (s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f)) / cl;
+	const int C = f->held / cl;
 	const int64_t U = (int64_t)s->batch * N / cl;
 	if (C <= 0 || hi < 2 || (!force && lo != hi))
 		return KERN_OK;
@@ -1711,6 +1734,10 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			ord[i] = i;
 		work_key = work;
 		qsort(ord, n, sizeof *ord, by_work);
+		if (!f->pers) {
+			f->held = s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f);
+			f->ahead = env_has("LONGATTN_HOPPER_FWD", "noqpf") ? 0 : f->held;
+		}
 		if ((rc = split(f, &p, ord)) ||
 		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
@@ -1785,6 +1812,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.tail = f->tail;
 	a.whole = f->whole;
 	a.ws = f->ws;
+	a.ahead = f->ahead;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->pers) {
 		if (f->nempty > 0)
