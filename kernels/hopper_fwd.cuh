@@ -40,7 +40,9 @@
  * the tiles of many rows as one stream, so that a row's first S overlaps
  * the last P V and epilogue of the row before (rows of a few tiles), its
  * items one q-head's 128 rows or (pairs) two q-heads' 64 rows, on 128- or
- * (pairs) 64-key tiles. */
+ * (pairs) 64-key tiles.  The first two split a short last wave's q-tiles
+ * along their keys (split(), combine()), and each of their CTAs
+ * prefetches into L2 the Q tile of the CTA a wave on. */
 #include <limits.h>
 #include <math.h>
 
