@@ -158,8 +158,6 @@ static __device__ __forceinline__ void tma4mc(uint32_t dst, const CUtensorMap *m
 	    :: "r"(dst), "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "h"(mask) : "memory");
 }
 
-/* Keeps the compiler from moving accumulator reads or writes across the
- * asynchronous wgmma that owns them. */
 /* A tile into L2 only, for a CTA that starts later. */
 static __device__ __forceinline__ void tma4_l2(const CUtensorMap *m, int c0, int c1, int c2, int c3)
 {
@@ -167,6 +165,8 @@ static __device__ __forceinline__ void tma4_l2(const CUtensorMap *m, int c0, int
 	    :: "l"(m), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
 
+/* Keeps the compiler from moving accumulator reads or writes across the
+ * asynchronous wgmma that owns them. */
 template <int N> static __device__ __forceinline__ void pin(float *d)
 {
 #pragma unroll
@@ -539,6 +539,13 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 	named_arrive(2 - cw);
 }
 
+/* A row's l: each of the quad's four threads holds a part. */
+static __device__ __forceinline__ float quad_sum(float x)
+{
+	x += __shfl_xor_sync(0xffffffffu, x, 1);
+	return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
 /* O through shared memory (this warpgroup's 64 rows of Q, whose last S is
  * done) and one TMA store, which clips the rows past sq: a thread's direct
  * stores are 4 bytes in 16 KB-strided rows, half a sector each, and hold
@@ -554,10 +561,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
-		float sum = l[rr];
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		const float inv = sum > 0 ? 1.f / sum : 0.f;
+		const float sum = quad_sum(l[rr]), inv = sum > 0 ? 1.f / sum : 0.f;
 		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
@@ -608,10 +612,7 @@ static __device__ __forceinline__ void partial(const float *o, const float *l, c
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
-		float sum = l[rr];
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		const float inv = sum > 0 ? 1.f / sum : 0.f;
+		const float sum = quad_sum(l[rr]), inv = sum > 0 ? 1.f / sum : 0.f;
 		const int rw = cw * 64 + warp * 16 + (lane >> 2) + 8 * rr;
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++)
