@@ -1434,6 +1434,23 @@ static int choose(struct state *f, const struct plan *p)
 	return pr;
 }
 
+/* A launch of grid in 2-CTA clusters (at: its one attribute). */
+static cudaLaunchConfig_t pair_launch(cudaLaunchAttribute *at, dim3 grid, int smem, cudaStream_t st)
+{
+	cudaLaunchConfig_t lc = {};
+	at->id = cudaLaunchAttributeClusterDimension;
+	at->val.clusterDim.x = 2;
+	at->val.clusterDim.y = 1;
+	at->val.clusterDim.z = 1;
+	lc.gridDim = grid;
+	lc.blockDim = dim3(NT);
+	lc.dynamicSmemBytes = smem;
+	lc.stream = st;
+	lc.attrs = at;
+	lc.numAttrs = 1;
+	return lc;
+}
+
 /* CTAs of fwd<T, HD, cl, KT> the machine holds at once. */
 template <typename T, int HD, int KT> static int held(int cl, int nsm)
 {
@@ -1441,17 +1458,8 @@ template <typename T, int HD, int KT> static int held(int cl, int nsm)
 	if (cl == 1)
 		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fwd<T, HD, 1, KT>, NT, cfg<HD, KT>::SMEM) ==
 		    cudaSuccess ? n * nsm : 0;
-	cudaLaunchConfig_t lc = {};
-	cudaLaunchAttribute at[1];
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = 2;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
-	lc.gridDim = dim3(2 * nsm);
-	lc.blockDim = dim3(NT);
-	lc.dynamicSmemBytes = cfg<HD, KT>::SMEM;
-	lc.attrs = at;
-	lc.numAttrs = 1;
+	cudaLaunchAttribute at;
+	const cudaLaunchConfig_t lc = pair_launch(&at, dim3(2 * nsm), cfg<HD, KT>::SMEM, 0);
 	return cudaOccupancyMaxActiveClusters(&n, fwd<T, HD, 2, KT>, &lc) == cudaSuccess ? 2 * n : 0;
 }
 
@@ -1498,10 +1506,10 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 	}
 	const int C = f->held / cl;
 	const int64_t U = (int64_t)s->batch * N / cl;
-	if (C <= 0 || hi < 2 || (!force && lo != hi))
-		return KERN_OK;
-	r = (int)(U % C);
-	if (force) {
+	r = C > 0 ? (int)(U % C) : 0;
+	if (C <= 0 || hi < 2 || (!force && lo != hi)) {
+		np = 1;     /* unequal rows run heaviest first, not in waves */
+	} else if (force) {
 		r = r > 0 ? r : C;
 		np = hi < 3 ? hi : 3;
 	} else {
@@ -1518,7 +1526,8 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 	}
 	if (env_has("LONGATTN_HOPPER_FWD", "why"))
 		warnx("hopper: fwd: rows of %d-%d %d-key tiles, %lld launch units of %d CTAs, %d at a time: "
-		    "the last %d in %d parts", lo, hi, f->bk, (long long)U, cl, C, r, np);
+		    "the last %d q-tiles in %d part%s each", lo, hi, f->bk, (long long)U, cl, C, r * cl, np,
+		    np > 1 ? "s" : "");
 	if (r == 0 || np < 2 || (int64_t)r * cl > N)
 		return KERN_OK;
 
@@ -1771,18 +1780,8 @@ static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap 
 		fwd<T, HD, 1, KT><<<grid, NT, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 		return cudaSuccess;
 	}
-	cudaLaunchConfig_t lc = {};
-	cudaLaunchAttribute at[1];
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = 2;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
-	lc.gridDim = grid;
-	lc.blockDim = dim3(NT);
-	lc.dynamicSmemBytes = cfg<HD, KT>::SMEM;
-	lc.stream = (cudaStream_t)io->stream;
-	lc.attrs = at;
-	lc.numAttrs = 1;
+	cudaLaunchAttribute at;
+	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream);
 	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT>, tq, tk, tv, to, a);
 }
 
