@@ -1226,7 +1226,7 @@ struct state {
 	uint4 *bm;
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int skv;                   /* a padded plan's sk */
-	int whole, ntail, np;      /* fwd's split tail: args' whole, q-tiles, parts */
+	int ntail, np;             /* fwd's split tail: q-tiles, parts each */
 	int held, ahead;           /* fwd: CTAs the machine holds; args' ahead */
 	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
 	float *ws;                 /* the parts' slots */
@@ -1491,7 +1491,6 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 	const int force = env_has("LONGATTN_HOPPER_FWD", "split");
 	int lo = INT_MAX, hi = 0, np = 1, r;
 
-	f->whole = N;
 	if (f->pers || f->qtile != NULL || env_has("LONGATTN_HOPPER_FWD", "nosplit"))
 		return KERN_OK;
 	for (int e = 0; e < p->nent; e++)
@@ -1546,9 +1545,8 @@ static int split(struct state *f, struct plan *p, const int32_t *ord)
 		p->ent = ent;
 	if (ent != NULL && tail != NULL && tt != NULL) {
 		int x = ne;
-		f->whole = N - nt;
 		for (int k = 0; k < nt; k++) {
-			const int gi = f->whole + k, hh = gi % group, qt = ord[gi / group % n];
+			const int gi = N - nt + k, hh = gi % group, qt = ord[gi / group % n];
 			const int h = gi / (group * n) * group + hh, q = (h / mgroup) * n + qt;
 			int tot = 0;
 			for (int e = row[q]; e < row[q + 1]; e++)
@@ -1812,7 +1810,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	/* each launch takes nitem + G values of the counter */
 	a.base = f->launches * (unsigned)(f->nitem + G);
 	a.tail = f->tail;
-	a.whole = f->whole;
+	a.whole = s->hq * f->nqt - f->ntail;
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);

@@ -184,15 +184,16 @@ sec_versus() {
 	k=hopper,cudnn
 	[ "${VERSUS_FLASH:-0}" = 1 ] && k=$k,flash
 	lens=${VERSUS_LENS:-1024 2048 4096 8192 16384 24576 32768 49152 65536 131072}
-	parts=" ${VERSUS_PARTS:-table det patterns} "
-	for n in $lens 8192 32768 131072; do
+	parts=" ${VERSUS_PARTS:-table det patterns} " dl=
+	case $parts in *" table "*) ;; *) lens= ;; esac
+	case $parts in *" det "*) dl="8192 32768 131072" ;; esac
+	for n in $(printf '%s\n' $lens $dl | sort -nu); do
 		maskgen -p full -n $n -o "$M/vs-full-$n.amask" &&
 		    maskgen -p causal -n $n -o "$M/vs-causal-$n.amask" || { fail "maskgen versus $n"; return; }
 	done
 	# $VERSUS_ROUNDS rounds of processes, interleaved (summarize takes
 	# the median of a cell's rows): cuDNN's causal 16K read 672-685 in
 	# one versus process and 597-653 in others (bench/NOTES.md, round 23)
-	case $parts in *" table "*) ;; *) lens= ;; esac
 	for _ in $(seq "${VERSUS_ROUNDS:-1}"); do
 		for n in $lens; do
 			w=3 it=10
