@@ -73,9 +73,11 @@ template <int HD, int KT = BK> struct cfg {
 		STAGES = KT > BK ? 2 : 3,
 		QB = BQ * HD * 2,                  /* bytes of the Q tile */
 		KB = KT * HD * 2,                  /* bytes of one K (or V) tile */
-		/* Q, then per stage K and V; mbarriers after; 1 KB for alignment */
+		/* Q, then per stage K and V; mbarriers after (the loop's three
+		 * more, and its two items, 32 bytes each, 16-byte aligned); 1 KB
+		 * for alignment */
 		BAR = QB + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (1 + 4 * STAGES) + 1024,
+		SMEM = BAR + 8 * (4 + 4 * STAGES) + 16 + 64 + 1024,
 	};
 };
 
@@ -108,6 +110,10 @@ struct args {
 	const int4 *tail;
 	int whole;
 	float *ws;
+	/* fwd's loop (P): batches; its items are the batches' blocks of
+	 * whole rows, then the tail's, nitem of them, taken from next (CL 1)
+	 * or a wave at a time (CL 2) */
+	int batch;
 	/* fwd: the CTAs the machine holds, whose block this far on has its Q
 	 * tile prefetched into L2 (0: none) */
 	int ahead;
@@ -670,14 +676,62 @@ template <int CL> static __device__ __forceinline__ void release(uint32_t b, uin
 		bar_arrive_cl(b, peer);
 }
 
+/* Block i of a batch's grid, its first row's plan row rp (-1: the
+ * mask's), and its slot in ws (-1: none): the q-heads of one kv-head
+ * fastest, then q-tiles in plan order, then kv-heads, so that the CTAs on
+ * the machine at a time share one kv-head's K and V (16 MB at 32K), which
+ * then stays in L2 (heads fastest, they read all kv-heads' K and V: 128 MB
+ * at 32K).  In the last batch, blocks from whole run the tail's parts. */
+struct block {
+	int h, qt, r, b, slot;
+};
+
+static __device__ __forceinline__ block block_of(const args &a, int gi, int b, int rp, int slot)
+{
+	block B;
+	const int hh = gi % a.group, qi = gi / a.group % a.nqt;
+	B.h = gi / (a.group * a.nqt) * a.group + hh;
+	B.qt = a.order[qi];
+	B.r = rp >= 0 ? rp : (B.h / a.mgroup) * a.nqt + B.qt;
+	B.b = b;
+	B.slot = slot;
+	return B;
+}
+
+/* The loop's item j (< a.nitem): whole rows batch by batch, then the
+ * tail's parts. */
+static __device__ __forceinline__ block item_block(const args &a, int j)
+{
+	const int per = a.hq * a.nqt, full = (a.batch - 1) * per + a.whole;
+	if (j < full)
+		return block_of(a, j % per, j / per, -1, -1);
+	const int4 tl = a.tail[j - full];
+	return block_of(a, tl.x, a.batch - 1, tl.y, tl.z);
+}
+
 /* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
  * same q-tile and mask row, so they walk the same k-tiles; each producer
  * loads half of every K and V tile (KT / 2 keys) into both CTAs, halving
  * what the SMs read from L2.  A stage is refilled once the consumers of
  * both CTAs gave it back (empty barriers count 16 warps).  The last S
  * tiles are never given back: no copy waits for them, and so every arrival
- * on the other CTA's barriers is waited for there before it can exit. */
-template <typename T, int HD, int CL, int KT>
+ * on the other CTA's barriers is waited for there before it can exit.
+ *
+ * P: the loop.  A CTA an SM takes blocks (items) one after another, from
+ * a counter (CL 1) or a wave at a time (CL 2, the pair's items side by
+ * side), with the mainloop above unchanged: a CTA's start and end cost
+ * about 2 tiles at 8K (bench/NOTES.md, round 24).  The K/V ring runs on
+ * across items.  Q has no second buffer (Q and three 128-key stages fill
+ * shared memory), so each consumer's 64 rows of Q are a half with its own
+ * barriers: the producer issues an item's first S tiles, then each half of
+ * its Q as soon as that consumer's store of the item before has read it,
+ * and the first consumer starts on the next item while the second still
+ * finishes this one.  The producer leaves each half's item in shared
+ * memory, published by the arrive on its full barrier.  Warpgroup 2's last
+ * turn of an item opens warpgroup 1's first of the next.  With CL 2 every
+ * stage is given back and both CTAs meet at a cluster barrier before they
+ * exit. */
+template <typename T, int HD, int CL, int KT, int P = 0>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
@@ -687,28 +741,29 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::QB, sV = sK + S * C::KB;
-	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty */
+	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty;
+	 * P: the second half's Q full, each half's Q empty, each half's item */
 	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
+	const uint32_t bQ1 = bEV + 8 * S, bQE = bQ1 + 8, sI = (bQE + 16 + 15) & ~15u;
 	const int tid = threadIdx.x, wg = tid >> 7;
-	/* block i: the q-heads of one kv-head fastest, then q-tiles in plan
-	 * order, then kv-heads, so that the CTAs on the machine at a time share
-	 * one kv-head's K and V (16 MB at 32K), which then stays in L2 (heads
-	 * fastest, they read all kv-heads' K and V: 128 MB at 32K) */
-	int gi = blockIdx.x, rp = -1, slot = -1;
-	if (blockIdx.z + 1 == gridDim.z && gi >= a.whole) {
-		if (gi < a.hq * a.nqt)
-			return;    /* the q-tiles whose parts run below */
-		const int4 tl = a.tail[gi - a.hq * a.nqt];
-		gi = tl.x;
-		rp = tl.y;
-		slot = tl.z;
-	} else if (gi >= a.hq * a.nqt) {
-		return;
+	block B = {};
+	int e0 = 0, e1 = 0;
+	if constexpr (!P) {
+		int gi = blockIdx.x, rp = -1, slot = -1;
+		if (blockIdx.z + 1 == gridDim.z && gi >= a.whole) {
+			if (gi < a.hq * a.nqt)
+				return;    /* the q-tiles whose parts run below */
+			const int4 tl = a.tail[gi - a.hq * a.nqt];
+			gi = tl.x;
+			rp = tl.y;
+			slot = tl.z;
+		} else if (gi >= a.hq * a.nqt) {
+			return;
+		}
+		B = block_of(a, gi, blockIdx.z, rp, slot);
+		e0 = a.row[B.r];
+		e1 = a.row[B.r + 1];
 	}
-	const int hh = gi % a.group, qi = gi / a.group % a.nqt;
-	const int h = gi / (a.group * a.nqt) * a.group + hh, qt = a.order[qi], b = blockIdx.z;
-	const int q0 = qt * BQ, r = rp >= 0 ? rp : (h / a.mgroup) * a.nqt + qt;
-	const int e0 = a.row[r], e1 = a.row[r + 1];
 
 	if (tid == 0) {
 		bar_init(bQ, 1);
@@ -717,6 +772,11 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_init(bV + 8 * i, 1);
 			bar_init(bEK + 8 * i, 8 * CL); /* lane 0 of each consumer warp */
 			bar_init(bEV + 8 * i, 8 * CL);
+		}
+		if (P) {
+			bar_init(bQ1, 1);
+			bar_init(bQE, 1);      /* each consumer's storing thread */
+			bar_init(bQE + 8, 1);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -727,34 +787,12 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-		if (tid != 0)
-			return;
-		const int hk = h / a.group;
-		/* no copy may be left in flight when the consumers return */
-		if (e0 == e1)
-			return;
-		bar_expect(bQ, C::QB);
-#pragma unroll
-		for (int c = 0; c < HD / 64; c++)
-			tma4(sQ + c * BQ * 128, &tq, c * 64, h, real_rows(a, qt, BQ).x, b, bQ);
-		/* the Q tile of the block a wave on, which would otherwise come
-		 * from DRAM as that CTA starts, with its whole wave's (at 8K, a
-		 * CTA's start and end cost about 2 tiles: bench/NOTES.md, round
-		 * 24) */
-		if (const int g = blockIdx.x + a.ahead; a.ahead > 0 &&
-		    g < (blockIdx.z + 1 == gridDim.z ? a.whole : a.hq * a.nqt)) {
-			const int q2 = a.order[g / a.group % a.nqt];
-#pragma unroll
-			for (int c = 0; c < HD / 64; c++)
-				tma4_l2(&tq, c * 64, g / (a.group * a.nqt) * a.group + g % a.group,
-				    real_rows(a, q2, BQ).x, b);
-		}
 		/* this CTA's rows of a tile, and their offset in a stage */
 		const int rk = CL == 1 ? 0 : (int)cl_rank() * (KT / 2);
 		const uint32_t ro = rk * 128;
-		int it = 0;
-		for (walk w(a.ent, e0, e1); w.more(); w.next(), it++) {
-			const int st = it % S, kp = key0<KT>(w, a.ktile).x;
+		/* tile it (of the ring) of a walk, at key kp, kv-head hk */
+		auto load = [&](int it, int kp, int hk, int b) {
+			const int st = it % S;
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bEK + 8 * st, ph ^ 1);
 			bar_expect(bK + 8 * st, C::KB);
@@ -774,122 +812,242 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 				else
 					tma4mc(sV + st * C::KB + c * KT * 128 + ro, &tv, c * 64, hk, kp + rk, b,
 					    bV + 8 * st, 3);
+		};
+		if constexpr (P) {
+			if (tid == 0) {
+				int it = 0, k = 0;
+				for (;; k++) {
+					const int j = CL == 1 ? (int)(atomicAdd(a.next, 1u) - a.base) :
+					    k * (int)gridDim.x + (int)(k & 1 ? gridDim.x - 2 - (blockIdx.x & ~1u) +
+					    (blockIdx.x & 1) : blockIdx.x);
+					if (j >= a.nitem)
+						break;
+					const block I = item_block(a, j);
+					const int e0 = a.row[I.r], e1 = a.row[I.r + 1], hk = I.h / a.group;
+					const int q0 = real_rows(a, I.qt, BQ).x;
+					/* the Q tile of the item a wave on (above) */
+					if (const int g = j + (int)gridDim.x; a.ahead > 0 && g < a.nitem) {
+						const block N = item_block(a, g);
+						const int n0 = real_rows(a, N.qt, BQ).x;
+#pragma unroll
+						for (int c = 0; c < HD / 64; c++)
+#pragma unroll
+							for (int x = 0; x < 2; x++)
+								tma4_l2(&tq, c * 64, N.h, n0 + 64 * x, N.b);
+					}
+					walk w(a.ent, e0, e1);
+					for (int n = 0; n < S && w.more(); n++, w.next(), it++)
+						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
+					for (int x = 0; x < 2; x++) {
+						const uint32_t full = x ? bQ1 : bQ, si = sI + 32 * x;
+						bar_wait(bQE + 8 * x, (k & 1) ^ 1);
+						asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(si), "r"(I.h),
+						    "r"(I.qt), "r"(I.b), "r"(I.slot) : "memory");
+						asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(si + 16), "r"(e0),
+						    "r"(e1) : "memory");
+						if (e0 == e1) {
+							bar_arrive(full);
+							continue;
+						}
+						bar_expect(full, C::QB / 2);
+#pragma unroll
+						for (int c = 0; c < HD / 64; c++)
+							tma4(sQ + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.h, q0 + 64 * x,
+							    I.b, full);
+					}
+					for (; w.more(); w.next(), it++)
+						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
+				}
+				for (int x = 0; x < 2; x++) {
+					bar_wait(bQE + 8 * x, (k & 1) ^ 1);
+					asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 32 * x), "r"(-1) : "memory");
+					bar_arrive(x ? bQ1 : bQ);
+				}
+			}
+			if (CL == 2) {
+				__syncwarp();
+				cl_sync();
+			}
+			return;
+		} else {
+			if (tid != 0)
+				return;
+			const int hk = B.h / a.group;
+			/* no copy may be left in flight when the consumers return */
+			if (e0 == e1)
+				return;
+			bar_expect(bQ, C::QB);
+#pragma unroll
+			for (int c = 0; c < HD / 64; c++)
+				tma4(sQ + c * BQ * 128, &tq, c * 64, B.h, real_rows(a, B.qt, BQ).x, B.b, bQ);
+			/* the Q tile of the block a wave on, which would otherwise come
+			 * from DRAM as that CTA starts, with its whole wave's (at 8K, a
+			 * CTA's start and end cost about 2 tiles: bench/NOTES.md, round
+			 * 24) */
+			if (const int g = blockIdx.x + a.ahead; a.ahead > 0 &&
+			    g < (blockIdx.z + 1 == gridDim.z ? a.whole : a.hq * a.nqt)) {
+				const int q2 = a.order[g / a.group % a.nqt];
+#pragma unroll
+				for (int c = 0; c < HD / 64; c++)
+					tma4_l2(&tq, c * 64, g / (a.group * a.nqt) * a.group + g % a.group,
+					    real_rows(a, q2, BQ).x, B.b);
+			}
+			int it = 0;
+			for (walk w(a.ent, e0, e1); w.more(); w.next(), it++)
+				load(it, key0<KT>(w, a.ktile).x, hk, B.b);
+			return;
 		}
-		return;
 	}
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int ct = tid - 128, cw = warp_uniform(ct >> 7), lane = tid & 31, warp = (ct >> 5) & 3;
-	/* this thread's two rows and its first key offset in a tile */
-	int qr[2];
-	qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
-	qr[1] = qr[0] + 8;
 	const int kq = 2 * (lane & 3);
 	const uint32_t sQw = sQ + cw * 64 * 128;
-
-	float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
-	uint32_t p[KT / 16][4];
-#pragma unroll
-	for (int i = 0; i < NO; i++)
-		o[i] = 0;
-
-	/* The first tile alone, so that every wgmma the loop issues is waited
-	 * for on every path (ptxas serialises them otherwise).  K stages are
-	 * given back as soon as S is done, V stages once O += P V is: the
-	 * producer then fetches K two tiles ahead. */
-	walk w(a.ent, e0, e1);
-	int it = 0, pst = 0, nrel = 0;
-	uint32_t pph = 0, peer = 0;
-	if (CL == 2) {
-		peer = cl_rank() ^ 1;
-		for (int e = e0; e < e1; e++)
-			nrel += a.ent[e].t1 - a.ent[e].t0;
-		nrel -= S;
-	}
-	if (w.more()) {
-		if (cw == 1)
-			named_arrive(1);
-		bar_wait(bQ, 0);
-		bar_wait(bK, 0);
-		pp_sync(cw);
-		wg_fence();
-		qk<T, HD, KT>(s, sQw, sK);
-		wg_commit();
-		pp_arrive(cw);
-		wg_wait<0>();
-		pin<KT / 2>(s);
-		if (lane == 0 && (CL == 1 || 0 < nrel))
-			release<CL>(bEK, peer);
-		mask_tile<KT>(s, a, w, qr, kq, q0);
-		float alpha[2];
-		softmax<KT>(s, m, l, alpha, a.sl);
-		to_p<T, KT>(p, s);
-		w.next();
-		it = 1;
-	}
-	for (; w.more(); w.next(), it++) {
-		const int st = it % S;
-		const uint32_t ph = (it / S) & 1;
-		bar_wait(bK + 8 * st, ph);
-		bar_wait(bV + 8 * pst, pph);
-		pin<NO>(o);
-		pin<KT / 16>(p);
-		pp_sync(cw);
-		wg_fence();
-		qk<T, HD, KT>(s, sQw, sK + st * C::KB);
-		wg_commit();
-		pv<T, HD, KT>(o, p, sV + pst * C::KB);
-		wg_commit();
-		pp_arrive(cw);
-		wg_wait<1>();
-		pin<KT / 2>(s);
-		if (lane == 0 && (CL == 1 || it < nrel))
-			release<CL>(bEK + 8 * st, peer);
-		mask_tile<KT>(s, a, w, qr, kq, q0);
-		float alpha[2];
-		softmax<KT>(s, m, l, alpha, a.sl);
-		wg_wait<0>();
-		pin<NO>(o);
-		pin<KT / 16>(p);
-		if (lane == 0 && (CL == 1 || it - 1 < nrel))
-			release<CL>(bEV + 8 * pst, peer);
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++) {
-			o[4 * j] *= alpha[0];
-			o[4 * j + 1] *= alpha[0];
-			o[4 * j + 2] *= alpha[1];
-			o[4 * j + 3] *= alpha[1];
+	const uint32_t peer = CL == 2 ? cl_rank() ^ 1 : 0;
+	/* it: the ring's tiles so far; any: some item had a tile (P) */
+	int it = 0;
+	uint32_t qph = 0;
+	bool any = false;
+	for (;;) {
+		if constexpr (P) {
+			const uint32_t si = sI + 32 * cw;
+			bar_wait(cw ? bQ1 : bQ, qph);
+			qph ^= 1;
+			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(B.h), "=r"(B.qt), "=r"(B.b),
+			    "=r"(B.slot) : "r"(si) : "memory");
+			if (B.h < 0)
+				break;
+			asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(e0), "=r"(e1) : "r"(si + 16) : "memory");
 		}
-		to_p<T, KT>(p, s);
-		pst = st;
-		pph = ph;
-	}
-	if (it > 0) {
-		bar_wait(bV + 8 * pst, pph);
-		pin<NO>(o);
-		pin<KT / 16>(p);
-		pp_sync(cw);
-		wg_fence();
-		pv<T, HD, KT>(o, p, sV + pst * C::KB);
-		wg_commit();
-		/* the last turn: nobody waits for warpgroup 2's */
-		if (cw == 0)
-			pp_arrive(cw);
-		wg_wait<0>();
-		pin<NO>(o);
-		if (lane == 0 && CL == 1)
-			bar_arrive(bEV + 8 * pst);
-	}
+		const int q0 = B.qt * BQ;
+		/* this thread's two rows and its first key offset in a tile */
+		int qr[2];
+		qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
+		qr[1] = qr[0] + 8;
 
-	if (slot >= 0) {
-		partial<HD>(o, l, m, a.ws + (size_t)slot * (BQ * HD + BQ), cw, ct, kq, a.sl);
-		return;
+		float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
+		uint32_t p[KT / 16][4];
+#pragma unroll
+		for (int i = 0; i < NO; i++)
+			o[i] = 0;
+
+		/* The first tile alone, so that every wgmma the loop issues is
+		 * waited for on every path (ptxas serialises them otherwise).  K
+		 * stages are given back as soon as S is done, V stages once O +=
+		 * P V is: the producer then fetches K two tiles ahead. */
+		walk w(a.ent, e0, e1);
+		const int it0 = it;
+		int pst = 0, nrel = 0;
+		uint32_t pph = 0;
+		if (CL == 2 && !P) {
+			for (int e = e0; e < e1; e++)
+				nrel += a.ent[e].t1 - a.ent[e].t0;
+			nrel -= S;
+		}
+		if (w.more()) {
+			const int st = it % S;
+			const uint32_t ph = (it / S) & 1;
+			if (cw == 1 && !any)
+				named_arrive(1);
+			if (!P)
+				bar_wait(bQ, 0);
+			bar_wait(bK + 8 * st, ph);
+			pp_sync(cw);
+			wg_fence();
+			qk<T, HD, KT>(s, sQw, sK + st * C::KB);
+			wg_commit();
+			pp_arrive(cw);
+			wg_wait<0>();
+			pin<KT / 2>(s);
+			if (lane == 0 && (CL == 1 || P || it < nrel))
+				release<CL>(bEK + 8 * st, peer);
+			mask_tile<KT>(s, a, w, qr, kq, q0);
+			float alpha[2];
+			softmax<KT>(s, m, l, alpha, a.sl);
+			to_p<T, KT>(p, s);
+			w.next();
+			pst = st;
+			pph = ph;
+			it++;
+		}
+		for (; w.more(); w.next(), it++) {
+			const int st = it % S;
+			const uint32_t ph = (it / S) & 1;
+			bar_wait(bK + 8 * st, ph);
+			bar_wait(bV + 8 * pst, pph);
+			pin<NO>(o);
+			pin<KT / 16>(p);
+			pp_sync(cw);
+			wg_fence();
+			qk<T, HD, KT>(s, sQw, sK + st * C::KB);
+			wg_commit();
+			pv<T, HD, KT>(o, p, sV + pst * C::KB);
+			wg_commit();
+			pp_arrive(cw);
+			wg_wait<1>();
+			pin<KT / 2>(s);
+			if (lane == 0 && (CL == 1 || P || it < nrel))
+				release<CL>(bEK + 8 * st, peer);
+			mask_tile<KT>(s, a, w, qr, kq, q0);
+			float alpha[2];
+			softmax<KT>(s, m, l, alpha, a.sl);
+			wg_wait<0>();
+			pin<NO>(o);
+			pin<KT / 16>(p);
+			if (lane == 0 && (CL == 1 || P || it - 1 < nrel))
+				release<CL>(bEV + 8 * pst, peer);
+#pragma unroll
+			for (int j = 0; j < HD / 8; j++) {
+				o[4 * j] *= alpha[0];
+				o[4 * j + 1] *= alpha[0];
+				o[4 * j + 2] *= alpha[1];
+				o[4 * j + 3] *= alpha[1];
+			}
+			to_p<T, KT>(p, s);
+			pst = st;
+			pph = ph;
+		}
+		if (it > it0) {
+			bar_wait(bV + 8 * pst, pph);
+			pin<NO>(o);
+			pin<KT / 16>(p);
+			pp_sync(cw);
+			wg_fence();
+			pv<T, HD, KT>(o, p, sV + pst * C::KB);
+			wg_commit();
+			/* the last turn: nobody waits for warpgroup 2's, but the
+			 * next item's first */
+			if (cw == 0 || P)
+				pp_arrive(cw);
+			wg_wait<0>();
+			pin<NO>(o);
+			if (lane == 0 && (CL == 1 || P))
+				release<CL>(bEV + 8 * pst, peer);
+			any = true;
+		}
+
+		if (B.slot >= 0) {
+			partial<HD>(o, l, m, a.ws + (size_t)B.slot * (BQ * HD + BQ), cw, ct, kq, a.sl);
+			if (!P)
+				return;
+		} else {
+			const int2 R = real_rows(a, B.qt, BQ);
+			epilogue<T, HD>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
+		}
+		if ((ct & 127) == 0) {
+			/* shared memory must stay until the copy has read it */
+			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+			if (P)
+				bar_arrive(bQE + 8 * cw);
+		}
+		if (!P)
+			return;
 	}
-	const int2 R = real_rows(a, qt, BQ);
-	epilogue<T, HD>(o, l, m, h, R.x + cw * 64, R.y - cw * 64, b, sQw, a, &to, cw, ct, kq);
-	if ((ct & 127) == 0)
-		/* shared memory must stay until the copy has read it */
-		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+	/* warpgroup 2's last arrive, which no item's first turn took */
+	if (cw == 0 && any)
+		pp_sync(cw);
+	if (CL == 2)
+		cl_sync();
 }
 
 
@@ -1228,6 +1386,7 @@ struct state {
 	int skv;                   /* a padded plan's sk */
 	int ntail, np;             /* fwd's split tail: q-tiles, parts each */
 	int held, ahead;           /* fwd: CTAs the machine holds; args' ahead */
+	int loop;                  /* fwd's loop (P); 2: on 6 CTAs (checks) */
 	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
 	float *ws;                 /* the parts' slots */
 };
@@ -1607,6 +1766,12 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		if ((e = smem(fwd<T, HD, 1, KW>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
 		    (e = smem(fwd<T, HD, 2, KW>, cfg<HD, KW>::SMEM)) != cudaSuccess)
 			return e;
+	if constexpr (HD == 128)
+		if ((e = smem(fwd<T, HD, 1, KW, 1>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 2, KW, 1>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 1, BK, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 2, BK, 1>, cfg<HD>::SMEM)) != cudaSuccess)
+			return e;
 	if ((e = smem(fwd<T, HD, 1, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwd<T, HD, 2, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 0, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
@@ -1747,8 +1912,15 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		if (!f->pers) {
 			f->held = s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f);
 			f->ahead = env_has("LONGATTN_HOPPER_FWD", "noqpf") ? 0 : f->held;
+			f->loop = s->hd != 128 || f->qtile != NULL || f->held <= 0 ? 0 :
+			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 : env_has("LONGATTN_HOPPER_FWD", "loop");
+			if (f->loop && env_has("LONGATTN_HOPPER_FWD", "why"))
+				warnx("hopper: fwd: the loop on %d CTAs, %s", f->loop == 2 ? 6 : f->held,
+				    f->cl == 1 ? "a block each from a counter" : "in pairs, a wave at a time");
 		}
+		const unsigned zero = 0;
 		if ((rc = split(f, &p, ord)) ||
+		    (f->loop && f->cl == 1 && (rc = upload((void **)&f->next, &zero, sizeof zero))) ||
 		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
@@ -1769,18 +1941,19 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	return KERN_OK;
 }
 
-/* fwd on KT-key tiles: a CTA a q-tile, or (cl 2) CTA pairs. */
-template <typename T, int HD, int KT>
+/* fwd on KT-key tiles: a CTA a q-tile, or (cl 2) CTA pairs; P: the loop,
+ * grid the CTAs the machine holds. */
+template <typename T, int HD, int KT, int P>
 static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap &tq, const CUtensorMap &tk,
     const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
 {
 	if (f->cl == 1) {
-		fwd<T, HD, 1, KT><<<grid, NT, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		fwd<T, HD, 1, KT, P><<<grid, NT, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 		return cudaSuccess;
 	}
 	cudaLaunchAttribute at;
 	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream);
-	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT>, tq, tk, tv, to, a);
+	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT, P>, tq, tk, tv, to, a);
 }
 
 template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
@@ -1790,7 +1963,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	args a;
 	cudaError_t e;
 
-	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, f->pair ? 64 : BQ) ||
+	if (tmap(&tq, io->q, s->dtype, s->sq, s->hq, HD, s->batch, f->pair || f->loop ? 64 : BQ) ||
 	    tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
 	    tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk / f->cl) ||
 	    tmap(&to, io->o, s->dtype, s->sq, s->hq, HD, s->batch, 64)) {
@@ -1813,7 +1986,16 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.whole = s->hq * f->nqt - f->ntail;
 	a.ws = f->ws;
 	a.ahead = f->ahead;
+	a.batch = s->batch;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
+	if (f->loop) {
+		/* a launch takes nitem + the grid's values of the counter (CL 1) */
+		a.nitem = (s->batch - 1) * s->hq * f->nqt + a.whole + f->ntail * f->np;
+		const int G = f->loop == 2 ? 6 : f->held;
+		grid = dim3(a.nitem < G ? (a.nitem + f->cl - 1) / f->cl * f->cl : G);
+		a.base = f->launches * (unsigned)(a.nitem + grid.x);
+		f->launches += f->cl == 1;
+	}
 	if (f->pers) {
 		if (f->nempty > 0)
 			fill_empty<T, HD><<<f->nempty, 256, 0, (cudaStream_t)io->stream>>>(f->empty, (T *)io->o, io->lse,
@@ -1833,10 +2015,14 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		}
 	} else {
 		if constexpr (HD == 128)
-			e = f->bk == KW ? fwd_grid<T, HD, KW>(f, grid, tq, tk, tv, to, a, io) :
-			    fwd_grid<T, HD, BK>(f, grid, tq, tk, tv, to, a, io);
+			if (f->loop)
+				e = f->bk == KW ? fwd_grid<T, HD, KW, 1>(f, grid, tq, tk, tv, to, a, io) :
+				    fwd_grid<T, HD, BK, 1>(f, grid, tq, tk, tv, to, a, io);
+			else
+				e = f->bk == KW ? fwd_grid<T, HD, KW, 0>(f, grid, tq, tk, tv, to, a, io) :
+				    fwd_grid<T, HD, BK, 0>(f, grid, tq, tk, tv, to, a, io);
 		else
-			e = fwd_grid<T, HD, BK>(f, grid, tq, tk, tv, to, a, io);
+			e = fwd_grid<T, HD, BK, 0>(f, grid, tq, tk, tv, to, a, io);
 		if (e != cudaSuccess) {
 			warnx("hopper: fwd: %s", cudaGetErrorString(e));
 			return KERN_ERR;

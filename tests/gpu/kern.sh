@@ -224,6 +224,22 @@ check)
 	kb "b64 per-head stretches" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
 	force "" ""
+	# fwd's loop (CTAs that stay, taking fwd's blocks one after another)
+	# on 6 CTAs, so that each takes many: one CTA a block (grid, from a
+	# counter) and CTA pairs (cluster, a wave at a time), 128- and 176-key
+	# tiles, batch 2, and the tail split in three
+	force loopfew,grid,k128 ""
+	kb "loop grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force loopfew,cluster,k176 ""
+	kb "loop cluster k176 fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/*.1000.amask \
+	    $M/*.3001.amask
+	force loopfew,grid,k176,split ""
+	kb "loop grid k176 split fp16 4:1 hd128" -p fwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force loopfew,cluster,k128,split ""
+	kb "loop cluster split bf16 8:2 hd128 batch 2" -p fwd -t bf16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
+	force loop,cluster ""
+	kb "loop cluster full 8K bf16 64:8 hd128" -p fwd -t bf16 -H 64:8 -D 128 $M/full.8192.amask
+	force "" ""
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
 	# tiles), the bwd's long walks split at 4096
