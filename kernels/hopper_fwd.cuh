@@ -1991,8 +1991,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */
 		a.nitem = (s->batch - 1) * s->hq * f->nqt + a.whole + f->ntail * f->np;
-		const int G = f->loop == 2 ? 6 : f->held;
-		grid = dim3(a.nitem < G ? (a.nitem + f->cl - 1) / f->cl * f->cl : G);
+		const int ctas = f->loop == 2 ? 6 : f->held;
+		grid = dim3(a.nitem < ctas ? (a.nitem + f->cl - 1) / f->cl * f->cl : ctas);
 		a.base = f->launches * (unsigned)(a.nitem + grid.x);
 		f->launches += f->cl == 1;
 	}

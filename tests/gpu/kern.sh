@@ -237,8 +237,8 @@ check)
 	kb "loop grid k176 split fp16 4:1 hd128" -p fwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k128,split ""
 	kb "loop cluster split bf16 8:2 hd128 batch 2" -p fwd -t bf16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
-	force loop,cluster ""
-	kb "loop cluster full 8K bf16 64:8 hd128" -p fwd -t bf16 -H 64:8 -D 128 $M/full.8192.amask
+	force loopfew ""
+	kb "loop full 8K bf16 2:1 hd128" -p fwd -t bf16 -H 2:1 -D 128 $M/full.8192.amask
 	force "" ""
 	# documents on tile edges: hopper plans the mask with gaps (forced
 	# here wherever a mask has them; by default where that visits no more
