@@ -114,6 +114,9 @@ struct args {
 	 * whole rows, then the tail's, nitem of them, taken from next (CL 1)
 	 * or a wave at a time (CL 2) */
 	int batch;
+	/* the loop: each Q half goes back after its last S, and O is stored
+	 * from registers (else through the half, as epilogue()) */
+	int qearly;
 	/* fwd: the CTAs the machine holds, whose block this far on has its Q
 	 * tile prefetched into L2 (0: none) */
 	int ahead;
@@ -629,6 +632,29 @@ static __device__ __forceinline__ void partial(const float *o, const float *l, c
 	}
 }
 
+/* The loop's O, from registers (its Q half is the next item's by now):
+ * each quad's 16 bytes of a row in four stores, which the LSU drains
+ * under the next item's GEMMs. */
+template <typename T, int HD>
+static __device__ __forceinline__ void direct(const float *o, const float *l, const float *m, int h, const int *qr,
+    int b, const args &a, int kq)
+{
+	const int lane = threadIdx.x & 31;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const float sum = quad_sum(l[rr]), inv = sum > 0 ? 1.f / sum : 0.f;
+		if (qr[rr] >= a.sq)
+			continue;
+		T *d = (T *)a.o + (((int64_t)b * a.sq + qr[rr]) * a.hq + h) * HD + kq;
+#pragma unroll
+		for (int j = 0; j < HD / 8; j++)
+			*(uint32_t *)(d + 8 * j) = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
+		if ((lane & 3) == 0)
+			a.lse[((int64_t)b * a.hq + h) * a.sq + qr[rr]] = sum > 0 ?
+			    (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+}
+
 /* The parts of split q-tiles merged, as one walk over all of a q-tile's
  * k-tiles would have left O and the LSE (rows that no part allowed
  * anything: O = 0, LSE = -inf).  A CTA CR rows of a q-tile (tile: q-head,
@@ -775,8 +801,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		}
 		if (P) {
 			bar_init(bQ1, 1);
-			bar_init(bQE, 1);      /* each consumer's storing thread */
-			bar_init(bQE + 8, 1);
+			bar_init(bQE, 4);      /* lane 0 of each warp of a consumer */
+			bar_init(bQE + 8, 4);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -1007,6 +1033,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pst = st;
 			pph = ph;
 		}
+		/* every S is done: Q's half may take the next item's */
+		if (P && a.qearly && lane == 0)
+			bar_arrive(bQE + 8 * cw);
 		if (it > it0) {
 			bar_wait(bV + 8 * pst, pph);
 			pin<NO>(o);
@@ -1030,18 +1059,23 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			partial<HD>(o, l, m, a.ws + (size_t)B.slot * (BQ * HD + BQ), cw, ct, kq, a.sl);
 			if (!P)
 				return;
+		} else if (P && a.qearly) {
+			direct<T, HD>(o, l, m, B.h, qr, B.b, a, kq);
+			continue;
 		} else {
 			const int2 R = real_rows(a, B.qt, BQ);
 			epilogue<T, HD>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
 		}
-		if ((ct & 127) == 0) {
+		if ((ct & 127) == 0)
 			/* shared memory must stay until the copy has read it */
 			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-			if (P)
-				bar_arrive(bQE + 8 * cw);
-		}
 		if (!P)
 			return;
+		if (!a.qearly) {
+			asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+			if (lane == 0)
+				bar_arrive(bQE + 8 * cw);
+		}
 	}
 	/* warpgroup 2's last arrive, which no item's first turn took */
 	if (cw == 0 && any)
@@ -1913,7 +1947,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			f->held = s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f);
 			f->ahead = env_has("LONGATTN_HOPPER_FWD", "noqpf") ? 0 : f->held;
 			f->loop = s->hd != 128 || f->qtile != NULL || f->held <= 0 ? 0 :
-			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 : env_has("LONGATTN_HOPPER_FWD", "loop");
+			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 : !env_has("LONGATTN_HOPPER_FWD", "noloop");
 			if (f->loop && env_has("LONGATTN_HOPPER_FWD", "why"))
 				warnx("hopper: fwd: the loop on %d CTAs, %s", f->loop == 2 ? 6 : f->held,
 				    f->cl == 1 ? "a block each from a counter" : "in pairs, a wave at a time");
@@ -1987,6 +2021,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	a.batch = s->batch;
+	a.qearly = !env_has("LONGATTN_HOPPER_FWD", "loopsm");
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */
