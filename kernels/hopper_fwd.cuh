@@ -114,9 +114,6 @@ struct args {
 	 * whole rows, then the tail's, nitem of them, taken from next (CL 1)
 	 * or a wave at a time (CL 2) */
 	int batch;
-	/* the loop: each Q half goes back after its last S, and O is stored
-	 * from registers (else through the half, as epilogue()) */
-	int qearly;
 	/* fwd: the CTAs the machine holds, whose block this far on has its Q
 	 * tile prefetched into L2 (0: none) */
 	int ahead;
@@ -632,29 +629,6 @@ static __device__ __forceinline__ void partial(const float *o, const float *l, c
 	}
 }
 
-/* The loop's O, from registers (its Q half is the next item's by now):
- * each quad's 16 bytes of a row in four stores, which the LSU drains
- * under the next item's GEMMs. */
-template <typename T, int HD>
-static __device__ __forceinline__ void direct(const float *o, const float *l, const float *m, int h, const int *qr,
-    int b, const args &a, int kq)
-{
-	const int lane = threadIdx.x & 31;
-#pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		const float sum = quad_sum(l[rr]), inv = sum > 0 ? 1.f / sum : 0.f;
-		if (qr[rr] >= a.sq)
-			continue;
-		T *d = (T *)a.o + (((int64_t)b * a.sq + qr[rr]) * a.hq + h) * HD + kq;
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++)
-			*(uint32_t *)(d + 8 * j) = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-		if ((lane & 3) == 0)
-			a.lse[((int64_t)b * a.hq + h) * a.sq + qr[rr]] = sum > 0 ?
-			    (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
-	}
-}
-
 /* The parts of split q-tiles merged, as one walk over all of a q-tile's
  * k-tiles would have left O and the LSE (rows that no part allowed
  * anything: O = 0, LSE = -inf).  A CTA CR rows of a q-tile (tile: q-head,
@@ -1033,9 +1007,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pst = st;
 			pph = ph;
 		}
-		/* every S is done: Q's half may take the next item's */
-		if (P && a.qearly && lane == 0)
-			bar_arrive(bQE + 8 * cw);
 		if (it > it0) {
 			bar_wait(bV + 8 * pst, pph);
 			pin<NO>(o);
@@ -1059,9 +1030,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			partial<HD>(o, l, m, a.ws + (size_t)B.slot * (BQ * HD + BQ), cw, ct, kq, a.sl);
 			if (!P)
 				return;
-		} else if (P && a.qearly) {
-			direct<T, HD>(o, l, m, B.h, qr, B.b, a, kq);
-			continue;
 		} else {
 			const int2 R = real_rows(a, B.qt, BQ);
 			epilogue<T, HD>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
@@ -1071,11 +1039,10 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 		if (!P)
 			return;
-		if (!a.qearly) {
-			asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
-			if (lane == 0)
-				bar_arrive(bQE + 8 * cw);
-		}
+		/* Q's half may take the next item's */
+		asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
+		if (lane == 0)
+			bar_arrive(bQE + 8 * cw);
 	}
 	/* warpgroup 2's last arrive, which no item's first turn took */
 	if (cw == 0 && any)
@@ -2021,7 +1988,6 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	a.batch = s->batch;
-	a.qearly = !env_has("LONGATTN_HOPPER_FWD", "loopsm");
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */
