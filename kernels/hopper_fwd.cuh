@@ -1872,6 +1872,10 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		}
 		for (int e = 0; e < pw.nent; e++)
 			few &= pw.ent[e].ncut <= MANY;
+		if (env_has("LONGATTN_HOPPER_FWD", "why"))
+			warnx("hopper: fwd: %d-key tiles visit %.4f x the keys of %d-key tiles%s", KW,
+			    (double)(visited(&pw, &r) * KW) / (double)(visited(&p, &r) * BK), BK,
+			    few ? "" : ", with more than MANY cuts");
 		if (few && (visited(&pw, &r) * KW * 1000 <= visited(&p, &r) * BK * KW_AREA_PM ||
 		    env_has("LONGATTN_HOPPER_FWD", "k176"))) {
 			plan_free(&p);
