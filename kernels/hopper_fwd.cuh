@@ -545,6 +545,31 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 	named_arrive(2 - cw);
 }
 
+/* A consumer's turn at the tensor cores once V's stage (bv, phase ph)
+ * has come, O and P pinned first so that ptxas keeps them where the
+ * wgmma that follows reads them. */
+template <int NO, int NP>
+static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, uint32_t (*p)[4], int cw)
+{
+	bar_wait(bv, ph);
+	pin<NO>(o);
+	pin<NP>(p);
+	pp_sync(cw);
+	wg_fence();
+}
+
+/* O's rows rescaled as their maxima moved (thread's two rows: alpha). */
+template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
+{
+#pragma unroll
+	for (int j = 0; j < HD / 8; j++) {
+		o[4 * j] *= alpha[0];
+		o[4 * j + 1] *= alpha[0];
+		o[4 * j + 2] *= alpha[1];
+		o[4 * j + 3] *= alpha[1];
+	}
+}
+
 /* A row's l: each of the quad's four threads holds a part. */
 static __device__ __forceinline__ float quad_sum(float x)
 {
@@ -974,11 +999,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			const int st = it % S;
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bK + 8 * st, ph);
-			bar_wait(bV + 8 * pst, pph);
-			pin<NO>(o);
-			pin<KT / 16>(p);
-			pp_sync(cw);
-			wg_fence();
+			turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
 			qk<T, HD, KT>(s, sQw, sK + st * C::KB);
 			wg_commit();
 			pv<T, HD, KT>(o, p, sV + pst * C::KB);
@@ -996,23 +1017,13 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pin<KT / 16>(p);
 			if (lane == 0 && (CL == 1 || P || it - 1 < nrel))
 				release<CL>(bEV + 8 * pst, peer);
-#pragma unroll
-			for (int j = 0; j < HD / 8; j++) {
-				o[4 * j] *= alpha[0];
-				o[4 * j + 1] *= alpha[0];
-				o[4 * j + 2] *= alpha[1];
-				o[4 * j + 3] *= alpha[1];
-			}
+			rescale<HD>(o, alpha);
 			to_p<T, KT>(p, s);
 			pst = st;
 			pph = ph;
 		}
 		if (it > it0) {
-			bar_wait(bV + 8 * pst, pph);
-			pin<NO>(o);
-			pin<KT / 16>(p);
-			pp_sync(cw);
-			wg_fence();
+			turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
 			pv<T, HD, KT>(o, p, sV + pst * C::KB);
 			wg_commit();
 			/* the last turn: nobody waits for warpgroup 2's, but the
@@ -1279,11 +1290,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		const int st = it % S;
 		const uint32_t ph = (it / S) & 1;
 		bar_wait(bK + 8 * st, ph);
-		bar_wait(bV + 8 * pst, pph);
-		pin<NO>(o);
-		pin<KT / 16>(p);
-		pp_sync(cw);
-		wg_fence();
+		turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
 		qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
 		wg_commit();
 		pv<T, HD, KT>(o, p, sV + pst * C::KB);
@@ -1316,23 +1323,13 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pend = pb;
 			alpha[0] = alpha[1] = 0;
 		}
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++) {
-			o[4 * j] *= alpha[0];
-			o[4 * j + 1] *= alpha[0];
-			o[4 * j + 2] *= alpha[1];
-			o[4 * j + 3] *= alpha[1];
-		}
+		rescale<HD>(o, alpha);
 		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
 		it++;
 	}
-	bar_wait(bV + 8 * pst, pph);
-	pin<NO>(o);
-	pin<KT / 16>(p);
-	pp_sync(cw);
-	wg_fence();
+	turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
 	pv<T, HD, KT>(o, p, sV + pst * C::KB);
 	wg_commit();
 	/* the last turn: nobody waits for warpgroup 2's */
