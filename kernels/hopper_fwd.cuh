@@ -118,6 +118,7 @@ struct args {
 	 * whole rows, then the tail's, nitem of them, taken from next (CL 1)
 	 * or a wave at a time (CL 2) */
 	int batch;
+	int nqh;                   /* the loop's Q halves in use: 2, or 3 (KW) */
 	/* fwd: the CTAs the machine holds, whose block this far on has its Q
 	 * tile prefetched into L2 (0: none) */
 	int ahead;
@@ -774,6 +775,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	typedef cfg<HD, KT, P> C;
 	/* QS: P's halves are whole buffers, their column boxes 64 rows apart */
 	constexpr int S = C::STAGES, NO = HD / 2, NQH = C::NQH, QS = P ? 64 * 128 : BQ * 128;
+	/* the halves in use (LONGATTN_HOPPER_FWD=q2: two of three, for A/B) */
+	const int nq = NQH > 2 ? a.nqh : 2;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
 	const uint32_t sQ = base, sK = base + C::QA, sV = sK + S * C::KB;
@@ -875,9 +878,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 					for (int n = 0; n < S && w.more(); n++, w.next(), it++)
 						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
 					for (int x = 0; x < 2; x++, t++) {
-						const int hs = t % NQH;
+						const int hs = t % nq;
 						const uint32_t full = bQF + 8 * hs, si = sI + 32 * hs;
-						bar_wait(bQE + 8 * hs, ((t / NQH) & 1) ^ 1);
+						bar_wait(bQE + 8 * hs, ((t / nq) & 1) ^ 1);
 						asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(si), "r"(I.h),
 						    "r"(I.qt), "r"(I.b), "r"(I.slot) : "memory");
 						asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(si + 16), "r"(e0),
@@ -896,8 +899,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
 				}
 				for (int x = 0; x < 2; x++, t++) {
-					const int hs = t % NQH;
-					bar_wait(bQE + 8 * hs, ((t / NQH) & 1) ^ 1);
+					const int hs = t % nq;
+					bar_wait(bQE + 8 * hs, ((t / nq) & 1) ^ 1);
 					asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 32 * hs), "r"(-1) : "memory");
 					bar_arrive(bQF + 8 * hs);
 				}
@@ -949,10 +952,10 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	bool any = false;
 	for (;; t += 2) {
 		if constexpr (P) {
-			hs = t % NQH;
+			hs = t % nq;
 			sQw = sQ + hs * (C::QB / 2);
 			const uint32_t si = sI + 32 * hs;
-			bar_wait(bQF + 8 * hs, (t / NQH) & 1);
+			bar_wait(bQF + 8 * hs, (t / nq) & 1);
 			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(B.h), "=r"(B.qt), "=r"(B.b),
 			    "=r"(B.slot) : "r"(si) : "memory");
 			if (B.h < 0)
@@ -2020,6 +2023,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	a.batch = s->batch;
+	a.nqh = env_has("LONGATTN_HOPPER_FWD", "q2") ? 2 : 3;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */
