@@ -751,7 +751,7 @@ static __device__ __forceinline__ block item_block(const args &a, int j)
  *
  * P: the loop.  A CTA an SM takes blocks (items) one after another, from
  * a counter (CL 1) or a wave at a time (CL 2, the pair's items side by
- * side), with the mainloop above unchanged: a CTA's start and end cost
+ * side), with fwd's mainloop unchanged: a CTA's start and end cost
  * about 2 tiles at 8K (bench/NOTES.md, round 24).  The K/V ring runs on
  * across items.  Q has no second buffer (Q and three 128-key stages fill
  * shared memory), so each consumer's 64 rows of Q are a half with its own
