@@ -987,6 +987,15 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 				nrel += a.ent[e].t1 - a.ent[e].t0;
 			nrel -= S;
 		}
+		/* tile it's S is in: its K stage back, then the mask and the
+		 * softmax (alpha: O's rescale) */
+		auto scored = [&](int st, float *alpha) {
+			pin<KT / 2>(s);
+			if (lane == 0 && (CL == 1 || P || it < nrel))
+				release<CL>(bEK + 8 * st, peer);
+			mask_tile<KT>(s, a, w, qr, kq, q0);
+			softmax<KT>(s, m, l, alpha, a.sl);
+		};
 		if (w.more()) {
 			const int st = it % S;
 			const uint32_t ph = (it / S) & 1;
@@ -1001,12 +1010,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			wg_commit();
 			pp_arrive(cw);
 			wg_wait<0>();
-			pin<KT / 2>(s);
-			if (lane == 0 && (CL == 1 || P || it < nrel))
-				release<CL>(bEK + 8 * st, peer);
-			mask_tile<KT>(s, a, w, qr, kq, q0);
 			float alpha[2];
-			softmax<KT>(s, m, l, alpha, a.sl);
+			scored(st, alpha);
 			to_p<T, KT>(p, s);
 			w.next();
 			pst = st;
@@ -1024,12 +1029,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			wg_commit();
 			pp_arrive(cw);
 			wg_wait<1>();
-			pin<KT / 2>(s);
-			if (lane == 0 && (CL == 1 || P || it < nrel))
-				release<CL>(bEK + 8 * st, peer);
-			mask_tile<KT>(s, a, w, qr, kq, q0);
 			float alpha[2];
-			softmax<KT>(s, m, l, alpha, a.sl);
+			scored(st, alpha);
 			wg_wait<0>();
 			pin<NO>(o);
 			pin<KT / 16>(p);
@@ -1656,7 +1657,8 @@ template <typename T> static int held(const struct state *f)
  * than SPLIT_FIX tiles.  Not on padded plans nor with bitmask tiles
  * (bitmasks() knows a row's q-tile from its index).
  * LONGATTN_HOPPER_FWD=nosplit keeps whole rows; split splits the tail of
- * any mask in three (a whole grid under one wave), for checks. */
+ * any mask in three (a whole grid under one wave), for checks.  lo, hi:
+ * the fewest and the most tiles a row of p visits (row_span()). */
 enum { SPLIT_FIX = 6, SPLIT_MAX = 16 };
 
 /* The fewest and the most tiles a row of p visits. */
@@ -1673,19 +1675,18 @@ static void row_span(const struct plan *p, int *lo, int *hi)
 	}
 }
 
-static int split(struct state *f, struct plan *p, const int32_t *ord)
+static int split(struct state *f, struct plan *p, const int32_t *ord, int lo, int hi)
 {
 	const struct attn_shape *s = &f->s;
 	const int n = p->nqt, N = s->hq * n, cl = f->cl, group = s->hq / s->hkv, mgroup = s->hq / f->mheads;
 	const int force = env_has("LONGATTN_HOPPER_FWD", "split");
-	int lo, hi, np = 1, r;
+	int np = 1, r;
 
 	if (f->pers || f->qtile != NULL || env_has("LONGATTN_HOPPER_FWD", "nosplit"))
 		return KERN_OK;
 	for (int e = 0; e < p->nent; e++)
 		if (p->ent[e].ncut > MANY)
 			return KERN_OK;
-	row_span(p, &lo, &hi);
 	const int C = f->held / cl;
 	const int64_t U = (int64_t)s->batch * N / cl;
 	r = C > 0 ? (int)(U % C) : 0;
@@ -1937,11 +1938,11 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			ord[i] = i;
 		work_key = work;
 		qsort(ord, n, sizeof *ord, by_work);
+		int lo, hi;
+		row_span(&p, &lo, &hi);
 		if (!f->pers) {
 			f->held = s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f);
 			f->ahead = env_has("LONGATTN_HOPPER_FWD", "noqpf") ? 0 : f->held;
-			int lo, hi;
-			row_span(&p, &lo, &hi);
 			/* CTA pairs take their items a wave at a time, which on
 			 * rows that differ leaves SMs idle where the grid's
 			 * heaviest-first order does not (causal 8K forced into
@@ -1955,7 +1956,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 				    f->cl == 1 ? "a block each from a counter" : "in pairs, a wave at a time");
 		}
 		const unsigned zero = 0;
-		if ((rc = split(f, &p, ord)) ||
+		if ((rc = split(f, &p, ord, lo, hi)) ||
 		    (f->loop && f->cl == 1 && (rc = upload((void **)&f->next, &zero, sizeof zero))) ||
 		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
