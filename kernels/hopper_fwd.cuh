@@ -1949,7 +1949,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			 * heaviest-first order does not (causal 8K forced into
 			 * pairs: -19 %; causal 64K-128K -1 to -5 % against
 			 * cuDNN, round 25) */
-			f->loop = s->hd != 128 || f->held <= 0 ? 0 :
+			f->loop = s->hd != 128 || f->qtile != NULL || f->held <= 0 ? 0 :
 			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 :
 			    env_has("LONGATTN_HOPPER_FWD", "noloop") || (f->cl == 2 && lo != hi) ? 0 : 1;
 			if (f->loop && env_has("LONGATTN_HOPPER_FWD", "why"))
