@@ -68,18 +68,22 @@ enum { BQ = 128, BK = 128, KW = 176, KW_AREA = 10195, NT = 384 };
 static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
-/* KT: BK, or KW (two stages) */
-template <int HD, int KT = BK> struct cfg {
+/* KT: BK, or KW (two stages); P: fwd's loop, whose Q is NQH halves of 64
+ * rows (three where two 176-key stages leave room) */
+template <int HD, int KT = BK, int P = 0> struct cfg {
 	enum {
 		STAGES = KT > BK ? 2 : 3,
 		QB = BQ * HD * 2,                  /* bytes of the Q tile */
 		KB = KT * HD * 2,                  /* bytes of one K (or V) tile */
-		/* Q, then per stage K and V; mbarriers after (the loop's three
-		 * more, and its two items, 32 bytes each, 16-byte aligned); 1 KB
-		 * for alignment */
-		BAR = QB + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (4 + 4 * STAGES) + 16 + 64 + 1024,
+		NQH = P && KT > BK ? 3 : 2,
+		QA = NQH * QB / 2,                 /* bytes of Q's buffers */
+		/* Q, then per stage K and V; mbarriers after (the loop's NQH
+		 * full and empty, and its NQH items, 32 bytes each, 16-byte
+		 * aligned); 1 KB for alignment */
+		BAR = QA + 2 * STAGES * KB,
+		SMEM = BAR + 8 * (1 + 4 * STAGES + 2 * NQH) + 16 + 32 * NQH + 1024,
 	};
+	static_assert(SMEM <= 227 * 1024, "fwd's shared memory");
 };
 
 /* A partial tile with more cuts than this (random_eviction: one a key)
@@ -115,6 +119,7 @@ struct args {
 	 * whole rows, then the tail's, nitem of them, taken from next (CL 1)
 	 * or a wave at a time (CL 2) */
 	int batch;
+	int nqh;                   /* the loop's Q halves in use: 2, or 3 (KW) */
 	/* fwd: the CTAs the machine holds, whose block this far on has its Q
 	 * tile prefetched into L2 (0: none) */
 	int ahead;
@@ -316,15 +321,16 @@ struct walk {
 /* ---- the kernel ------------------------------------------------------------ */
 
 /* S = Q K^T for one consumer: HD/16 k-steps; each 64-column block of Q and K
- * is its own TMA box (128 bytes a row), a k-step 32 bytes into it. */
-template <typename T, int HD, int KT = BK>
+ * is its own TMA box (128 bytes a row, Q's QS bytes apart), a k-step 32
+ * bytes into it. */
+template <typename T, int HD, int KT = BK, int QS = BQ * 128>
 static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 {
 	const uint32_t q_d = dlo(sq, 16), k_d = dlo(sk, 16);
 #pragma unroll
 	for (int ks = 0; ks < HD / 16; ks++) {
 		const uint32_t off = (ks & 3) * 32;
-		const uint64_t da = dsc(q_d, (ks >> 2) * BQ * 128 + off), db = dsc(k_d, (ks >> 2) * KT * 128 + off);
+		const uint64_t da = dsc(q_d, (ks >> 2) * QS + off), db = dsc(k_d, (ks >> 2) * KT * 128 + off);
 		if (KT == 128)
 			ty<T>::ss(s, da, db, ks > 0);
 		else if (KT == 64)
@@ -584,8 +590,9 @@ static __device__ __forceinline__ float quad_sum(float x)
  * the CTA's exit on short rows.  The layout is Q's: 64-column boxes,
  * 128-byte rows, 16-byte chunks swizzled by the row's low 3 bits.  The
  * store is committed, not waited for: the caller waits (wait_group.read)
- * before the rows are written again or the CTA exits. */
-template <typename T, int HD>
+ * before the rows are written again or the CTA exits.  QS: the bytes
+ * from one of Q's column boxes to the next. */
+template <typename T, int HD, int QS = BQ * 128>
 static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int nv,
     int b, uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, int kq)
 {
@@ -598,7 +605,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 #pragma unroll
 		for (int j = 0; j < HD / 8; j++) {
 			const uint32_t v = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-			const uint32_t ad = sQw + (j >> 3) * BQ * 128 + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
+			const uint32_t ad = sQw + (j >> 3) * QS + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
 			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
 		}
 		if ((lane & 3) == 0 && rw < nv)
@@ -613,7 +620,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 			const int rw = x / (HD / 8), c = x % (HD / 8);
 			uint4 v;
 			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-			    : "r"(sQw + (c >> 3) * BQ * 128 + rw * 128 + (((c & 7) ^ (rw & 7)) << 4)) : "memory");
+			    : "r"(sQw + (c >> 3) * QS + rw * 128 + (((c & 7) ^ (rw & 7)) << 4)) : "memory");
 			*(uint4 *)((T *)a.o + (((int64_t)b * a.sq + qs + rw) * a.hq + h) * HD + c * 8) = v;
 		}
 		/* the Q buffer goes back once every thread has read it */
@@ -629,7 +636,7 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 		for (int c = 0; c < HD / 64; c++)
 			asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
 			    :: "l"((uint64_t)to), "r"(c * 64), "r"(h), "r"(qs), "r"(b),
-			    "r"(sQw + c * BQ * 128) : "memory");
+			    "r"(sQw + c * QS) : "memory");
 		asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 	}
 }
@@ -752,7 +759,11 @@ static __device__ __forceinline__ block item_block(const args &a, int j)
  * barriers: the producer issues an item's first S tiles, then each half of
  * its Q as soon as that consumer's store of the item before has read it,
  * and the first consumer starts on the next item while the second still
- * finishes this one.  The producer leaves each half's item in shared
+ * finishes this one.  Two 176-key stages leave room for a third half: the
+ * halves are then a ring, the t-th (t = 2 x item + consumer) in half t mod
+ * 3, and the first consumer's next Q comes while it still runs this item
+ * (it is loaded into the half the second consumer stored its item before
+ * through).  The producer leaves each half's item in shared
  * memory, published by the arrive on its full barrier.  Warpgroup 2's last
  * turn of an item opens warpgroup 1's first of the next.  With CL 2 every
  * stage is given back and both CTAs meet at a cluster barrier before they
@@ -762,15 +773,18 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
     const __grid_constant__ CUtensorMap to, const args a)
 {
-	typedef cfg<HD, KT> C;
-	constexpr int S = C::STAGES, NO = HD / 2;
+	typedef cfg<HD, KT, P> C;
+	/* QS: P's halves are whole buffers, their column boxes 64 rows apart */
+	constexpr int S = C::STAGES, NO = HD / 2, NQH = C::NQH, QS = P ? 64 * 128 : BQ * 128;
+	/* the halves in use (LONGATTN_HOPPER_FWD=q2: two of three, for A/B) */
+	const int nq = NQH > 2 ? a.nqh : 2;
 	extern __shared__ unsigned char smraw[];
 	const uint32_t base = (smaddr(smraw) + 1023) & ~1023u;
-	const uint32_t sQ = base, sK = base + C::QB, sV = sK + S * C::KB;
+	const uint32_t sQ = base, sK = base + C::QA, sV = sK + S * C::KB;
 	/* mbarriers: Q full, then per stage K full, V full, K empty, V empty;
-	 * P: the second half's Q full, each half's Q empty, each half's item */
+	 * P: each Q half's full and empty, and its item */
 	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
-	const uint32_t bQ1 = bEV + 8 * S, bQE = bQ1 + 8, sI = (bQE + 16 + 15) & ~15u;
+	const uint32_t bQF = bEV + 8 * S, bQE = bQF + 8 * NQH, sI = (bQE + 8 * NQH + 15) & ~15u;
 	const int tid = threadIdx.x, wg = tid >> 7;
 	block B = {};
 	int e0 = 0, e1 = 0;
@@ -799,10 +813,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_init(bEK + 8 * i, 8 * CL); /* lane 0 of each consumer warp */
 			bar_init(bEV + 8 * i, 8 * CL);
 		}
-		if (P) {
-			bar_init(bQ1, 1);
-			bar_init(bQE, 4);      /* lane 0 of each warp of a consumer */
-			bar_init(bQE + 8, 4);
+		for (int i = 0; P && i < NQH; i++) {
+			bar_init(bQF + 8 * i, 1);
+			bar_init(bQE + 8 * i, 4);      /* lane 0 of each warp of a consumer */
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -841,7 +854,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		};
 		if constexpr (P) {
 			if (tid == 0) {
-				int it = 0, k = 0;
+				/* it: the ring's tiles, t: Q's halves, so far */
+				int it = 0, k = 0, t = 0;
 				for (;; k++) {
 					const int j = CL == 1 ? (int)(atomicAdd(a.next, 1u) - a.base) :
 					    k * (int)gridDim.x + (int)(k & 1 ? gridDim.x - 2 - (blockIdx.x & ~1u) +
@@ -864,9 +878,10 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 					walk w(a.ent, e0, e1);
 					for (int n = 0; n < S && w.more(); n++, w.next(), it++)
 						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
-					for (int x = 0; x < 2; x++) {
-						const uint32_t full = x ? bQ1 : bQ, si = sI + 32 * x;
-						bar_wait(bQE + 8 * x, (k & 1) ^ 1);
+					for (int x = 0; x < 2; x++, t++) {
+						const int hs = t % nq;
+						const uint32_t full = bQF + 8 * hs, si = sI + 32 * hs;
+						bar_wait(bQE + 8 * hs, ((t / nq) & 1) ^ 1);
 						asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" :: "r"(si), "r"(I.h),
 						    "r"(I.qt), "r"(I.b), "r"(I.slot) : "memory");
 						asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(si + 16), "r"(e0),
@@ -878,16 +893,17 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 						bar_expect(full, C::QB / 2);
 #pragma unroll
 						for (int c = 0; c < HD / 64; c++)
-							tma4(sQ + c * BQ * 128 + x * 64 * 128, &tq, c * 64, I.h, q0 + 64 * x,
-							    I.b, full);
+							tma4(sQ + hs * (C::QB / 2) + c * QS, &tq, c * 64, I.h, q0 + 64 * x, I.b,
+							    full);
 					}
 					for (; w.more(); w.next(), it++)
 						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
 				}
-				for (int x = 0; x < 2; x++) {
-					bar_wait(bQE + 8 * x, (k & 1) ^ 1);
-					asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 32 * x), "r"(-1) : "memory");
-					bar_arrive(x ? bQ1 : bQ);
+				for (int x = 0; x < 2; x++, t++) {
+					const int hs = t % nq;
+					bar_wait(bQE + 8 * hs, ((t / nq) & 1) ^ 1);
+					asm volatile("st.shared.u32 [%0], %1;" :: "r"(sI + 32 * hs), "r"(-1) : "memory");
+					bar_arrive(bQF + 8 * hs);
 				}
 			}
 			if (CL == 2) {
@@ -928,17 +944,19 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	const int ct = tid - 128, cw = warp_uniform(ct >> 7), lane = tid & 31, warp = (ct >> 5) & 3;
 	const int kq = 2 * (lane & 3);
-	const uint32_t sQw = sQ + cw * 64 * 128;
+	uint32_t sQw = sQ + cw * 64 * 128;
 	const uint32_t peer = CL == 2 ? cl_rank() ^ 1 : 0;
-	/* it: the ring's tiles so far; any: some item had a tile (P) */
-	int it = 0;
-	uint32_t qph = 0;
+	/* it: the ring's tiles so far; t, hs: this consumer's Q half, its
+	 * count among Q's halves and its buffer (P); any: some item had a
+	 * tile (P) */
+	int it = 0, t = cw, hs = 0;
 	bool any = false;
-	for (;;) {
+	for (;; t += 2) {
 		if constexpr (P) {
-			const uint32_t si = sI + 32 * cw;
-			bar_wait(cw ? bQ1 : bQ, qph);
-			qph ^= 1;
+			hs = t % nq;
+			sQw = sQ + hs * (C::QB / 2);
+			const uint32_t si = sI + 32 * hs;
+			bar_wait(bQF + 8 * hs, (t / nq) & 1);
 			asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(B.h), "=r"(B.qt), "=r"(B.b),
 			    "=r"(B.slot) : "r"(si) : "memory");
 			if (B.h < 0)
@@ -989,7 +1007,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_wait(bK + 8 * st, ph);
 			pp_sync(cw);
 			wg_fence();
-			qk<T, HD, KT>(s, sQw, sK + st * C::KB);
+			qk<T, HD, KT, QS>(s, sQw, sK + st * C::KB);
 			wg_commit();
 			pp_arrive(cw);
 			wg_wait<0>();
@@ -1006,7 +1024,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			const uint32_t ph = (it / S) & 1;
 			bar_wait(bK + 8 * st, ph);
 			turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
-			qk<T, HD, KT>(s, sQw, sK + st * C::KB);
+			qk<T, HD, KT, QS>(s, sQw, sK + st * C::KB);
 			wg_commit();
 			pv<T, HD, KT>(o, p, sV + pst * C::KB);
 			wg_commit();
@@ -1045,7 +1063,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 				return;
 		} else {
 			const int2 R = real_rows(a, B.qt, BQ);
-			epilogue<T, HD>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
+			epilogue<T, HD, QS>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
 		}
 		if ((ct & 127) == 0)
 			/* shared memory must stay until the copy has read it */
@@ -1055,7 +1073,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		/* Q's half may take the next item's */
 		asm volatile("bar.sync %0, 128;" :: "r"(3 + cw) : "memory");
 		if (lane == 0)
-			bar_arrive(bQE + 8 * cw);
+			bar_arrive(bQE + 8 * hs);
 	}
 	/* warpgroup 2's last arrive, which no item's first turn took */
 	if (cw == 0 && any)
@@ -1775,10 +1793,10 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		    (e = smem(fwd<T, HD, 2, KW>, cfg<HD, KW>::SMEM)) != cudaSuccess)
 			return e;
 	if constexpr (HD == 128)
-		if ((e = smem(fwd<T, HD, 1, KW, 1>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 2, KW, 1>, cfg<HD, KW>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 1, BK, 1>, cfg<HD>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 2, BK, 1>, cfg<HD>::SMEM)) != cudaSuccess)
+		if ((e = smem(fwd<T, HD, 1, KW, 1>, cfg<HD, KW, 1>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 2, KW, 1>, cfg<HD, KW, 1>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 1, BK, 1>, cfg<HD, BK, 1>::SMEM)) != cudaSuccess ||
+		    (e = smem(fwd<T, HD, 2, BK, 1>, cfg<HD, BK, 1>::SMEM)) != cudaSuccess)
 			return e;
 	if ((e = smem(fwd<T, HD, 1, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwd<T, HD, 2, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
@@ -1968,11 +1986,11 @@ static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap 
     const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
 {
 	if (f->cl == 1) {
-		fwd<T, HD, 1, KT, P><<<grid, NT, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		fwd<T, HD, 1, KT, P><<<grid, NT, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 		return cudaSuccess;
 	}
 	cudaLaunchAttribute at;
-	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT>::SMEM, (cudaStream_t)io->stream);
+	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream);
 	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT, P>, tq, tk, tv, to, a);
 }
 
@@ -2007,6 +2025,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	a.batch = s->batch;
+	a.nqh = env_has("LONGATTN_HOPPER_FWD", "q2") ? 2 : 3;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */

@@ -237,6 +237,8 @@ check)
 	kb "loop grid k176 split fp16 4:1 hd128" -p fwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k128,split ""
 	kb "loop cluster split bf16 8:2 hd128 batch 2" -p fwd -t bf16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
+	force loopfew,cluster,k176,q2 ""
+	kb "loop two Q halves k176 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	force loopfew ""
 	kb "loop full 8K bf16 2:1 hd128" -p fwd -t bf16 -H 2:1 -D 128 $M/full.8192.amask
 	force "" ""
