@@ -53,7 +53,7 @@ namespace hf {
  * keys instead of 128, FlashAttention-3's choice at hd 128; two stages
  * then fill shared memory.  Where its plan visits at most KW_AREA of
  * 10000 parts of the 128-key plan's area and no tile has more than MANY cuts
- * (full; causal from about 16K; prefix-LM, the global window, qk_sparse,
+ * (full; causal from 8K; prefix-LM, the global window, qk_sparse,
  * long full documents).  H100 (bench/NOTES.md, round 23): full 8K / 16K /
  * 32K / 64K +2.6 / +3.4 / +3.5 / +3.8 %, 4K level; causal 16K / 32K +10 /
  * +1.7 %, prefix_lm_causal 32K +2-3 %.  H200: full 8K / 32K +1.8 / +3.0
@@ -61,8 +61,8 @@ namespace hf {
  * prefix_lm_causal at 32K +2-3 %, --long full documents +1.8 %.  What
  * visits more gains nothing or loses: the window (8 %) and
  * causal_blockwise (7 %) level, --long causal documents (2.00 %) -3 %,
- * level in round 25.  Causal 8K (1.94 %) gains +0.7 % on the H200 and
- * +1.1 % on the H100 (rounds 25, 26): the bound lies between the two. */
+ * level in round 25.  Causal 8K (1.94 %) gains +0.5-0.7 % on the H200 and
+ * +0.6-1.1 % on the H100 (rounds 25, 26): the bound lies between them. */
 enum { BQ = 128, BK = 128, KW = 176, KW_AREA = 10195, NT = 384 };
 
 static const float LOG2E = 1.4426950408889634f;
