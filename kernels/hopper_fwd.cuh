@@ -763,7 +763,7 @@ static __device__ __forceinline__ block item_block(const args &a, int j)
  * halves are then a ring, the t-th (t = 2 x item + consumer) in half t mod
  * 3, and the first consumer's next Q comes while it still runs this item
  * (it is loaded into the half the second consumer stored its item before
- * through).  The producer leaves each half's item in shared
+ * through; causal 8K +0.2 %, full level, round 26).  The producer leaves each half's item in shared
  * memory, published by the arrive on its full barrier.  Warpgroup 2's last
  * turn of an item opens warpgroup 1's first of the next.  With CL 2 every
  * stage is given back and both CTAs meet at a cluster barrier before they
