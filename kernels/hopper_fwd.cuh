@@ -1925,6 +1925,10 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			return pr;
 		}
 	}
+	if (env_has("LONGATTN_HOPPER_FWD", "why"))
+		warnx("hopper: fwd: %s on %dx%d tiles%s%s", f->pers ? "fwdp, CTAs that stay," : "fwd", p.bq, f->bk,
+		    f->gather ? ", 64-key tiles gathered in pairs" : "",
+		    f->qtile != NULL ? ", documents padded to tile edges" : "");
 	/* heaviest q-tiles first, so the long rows of causal and document
 	 * masks do not start last and leave the machine idle at the tail */
 	n = p.nqt;
