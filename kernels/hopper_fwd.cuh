@@ -742,6 +742,21 @@ static __device__ __forceinline__ block item_block(const args &a, int j)
 	return block_of(a, tl.x, a.batch - 1, tl.y, tl.z);
 }
 
+/* The Q tile of block N into L2, for the CTA that takes it a wave on
+ * (which would otherwise read it from DRAM as it starts, with its whole
+ * wave's: a CTA's start and end cost about 2 tiles at 8K, bench/NOTES.md,
+ * round 24), in the NB boxes of rows that Q's tensor map holds. */
+template <int HD, int NB>
+static __device__ __forceinline__ void prefetch_q(const CUtensorMap *tq, const args &a, const block &N)
+{
+	const int n0 = real_rows(a, N.qt, BQ).x;
+#pragma unroll
+	for (int c = 0; c < HD / 64; c++)
+#pragma unroll
+		for (int x = 0; x < NB; x++)
+			tma4_l2(tq, c * 64, N.h, n0 + x * (BQ / NB), N.b);
+}
+
 /* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
  * same q-tile and mask row, so they walk the same k-tiles; each producer
  * loads half of every K and V tile (KT / 2 keys) into both CTAs, halving
@@ -763,11 +778,11 @@ static __device__ __forceinline__ block item_block(const args &a, int j)
  * halves are then a ring, the t-th (t = 2 x item + consumer) in half t mod
  * 3, and the first consumer's next Q comes while it still runs this item
  * (it is loaded into the half the second consumer stored its item before
- * through; causal 8K +0.2 %, full level, round 26).  The producer leaves each half's item in shared
- * memory, published by the arrive on its full barrier.  Warpgroup 2's last
- * turn of an item opens warpgroup 1's first of the next.  With CL 2 every
- * stage is given back and both CTAs meet at a cluster barrier before they
- * exit. */
+ * through; causal 8K +0.2 %, full level, round 26).  The producer
+ * leaves each half's item in shared memory, published by the arrive on
+ * its full barrier.  Warpgroup 2's last turn of an item opens warpgroup
+ * 1's first of the next.  With CL 2 every stage is given back and both
+ * CTAs meet at a cluster barrier before they exit. */
 template <typename T, int HD, int CL, int KT, int P = 0>
 __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap tq,
     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -865,16 +880,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 					const block I = item_block(a, j);
 					const int e0 = a.row[I.r], e1 = a.row[I.r + 1], hk = I.h / a.group;
 					const int q0 = real_rows(a, I.qt, BQ).x;
-					/* the Q tile of the item a wave on (above) */
-					if (const int g = j + (int)gridDim.x; a.ahead > 0 && g < a.nitem) {
-						const block N = item_block(a, g);
-						const int n0 = real_rows(a, N.qt, BQ).x;
-#pragma unroll
-						for (int c = 0; c < HD / 64; c++)
-#pragma unroll
-							for (int x = 0; x < 2; x++)
-								tma4_l2(&tq, c * 64, N.h, n0 + 64 * x, N.b);
-					}
+					if (const int g = j + (int)gridDim.x; a.ahead > 0 && g < a.nitem)
+						prefetch_q<HD, 2>(&tq, a, item_block(a, g));
 					walk w(a.ent, e0, e1);
 					for (int n = 0; n < S && w.more(); n++, w.next(), it++)
 						load(it, key0<KT>(w, a.ktile).x, hk, I.b);
@@ -922,18 +929,9 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 #pragma unroll
 			for (int c = 0; c < HD / 64; c++)
 				tma4(sQ + c * BQ * 128, &tq, c * 64, B.h, real_rows(a, B.qt, BQ).x, B.b, bQ);
-			/* the Q tile of the block a wave on, which would otherwise come
-			 * from DRAM as that CTA starts, with its whole wave's (at 8K, a
-			 * CTA's start and end cost about 2 tiles: bench/NOTES.md, round
-			 * 24) */
 			if (const int g = blockIdx.x + a.ahead; a.ahead > 0 &&
-			    g < (blockIdx.z + 1 == gridDim.z ? a.whole : a.hq * a.nqt)) {
-				const int q2 = a.order[g / a.group % a.nqt];
-#pragma unroll
-				for (int c = 0; c < HD / 64; c++)
-					tma4_l2(&tq, c * 64, g / (a.group * a.nqt) * a.group + g % a.group,
-					    real_rows(a, q2, BQ).x, B.b);
-			}
+			    g < (blockIdx.z + 1 == gridDim.z ? a.whole : a.hq * a.nqt))
+				prefetch_q<HD, 1>(&tq, a, block_of(a, g, B.b, -1, -1));
 			int it = 0;
 			for (walk w(a.ent, e0, e1); w.more(); w.next(), it++)
 				load(it, key0<KT>(w, a.ktile).x, hk, B.b);
@@ -1405,6 +1403,7 @@ struct state {
 	int ntail, np;             /* fwd's split tail: q-tiles, parts each */
 	int held, ahead;           /* fwd: CTAs the machine holds; args' ahead */
 	int loop;                  /* fwd's loop (P); 2: on 6 CTAs (checks) */
+	int nqh;                   /* args' nqh */
 	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
 	float *ws;                 /* the parts' slots */
 };
@@ -1948,6 +1947,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		if (!f->pers) {
 			f->held = s->dtype == DT_BF16 ? held<__nv_bfloat16>(f) : held<__half>(f);
 			f->ahead = env_has("LONGATTN_HOPPER_FWD", "noqpf") ? 0 : f->held;
+			f->nqh = env_has("LONGATTN_HOPPER_FWD", "q2") ? 2 : 3;
 			/* CTA pairs take their items a wave at a time, which on
 			 * rows that differ leaves SMs idle where the grid's
 			 * heaviest-first order does not (causal 8K forced into
@@ -2029,7 +2029,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.ws = f->ws;
 	a.ahead = f->ahead;
 	a.batch = s->batch;
-	a.nqh = env_has("LONGATTN_HOPPER_FWD", "q2") ? 2 : 3;
+	a.nqh = f->nqh;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
 		/* a launch takes nitem + the grid's values of the counter (CL 1) */
