@@ -1276,6 +1276,34 @@ static int head_by_len(const void *x, const void *y)
  * runs. */
 enum { SCATTER = 16, SPAN = 640 };
 
+/* hb_qm's stretches (its walks are a k-tile's row times the group):
+ * QMSEG tiles, or half that where no walk is longer than two stretches
+ * and a third of the tiles or more lie in walks longer than one, as on
+ * causal documents of 20-32 q-tiles (hash_sparse's 16 buckets at 40K-56K).
+ * Cut at QMSEG, those walks' second halves, listed after every first
+ * one, run at the end of the pass apart from their document's other
+ * CTAs; cut at half, the pieces are alike.  H100 (bench/NOTES.md, round
+ * 27), 64 against 128: hash_sparse 40K / 48K / 56K +5 / +7 / +8 %, 32K
+ * (12 % of the tiles in walks over 128) -5 %, causal documents (walks of
+ * up to thousands of tiles) at 32K / 48K -2 / -4 %. */
+enum { QMSEG = 128 };
+
+static int qm_seg(const struct plan *p, int group)
+{
+	int64_t longest = 0, cut = 0, tiles = 0;
+
+	for (int r = 0; r < p->nrows; r++) {
+		int64_t w = 0;
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			w += p->ent[e].t1 - p->ent[e].t0;
+		w *= group;
+		longest = w > longest ? w : longest;
+		cut += w > QMSEG ? w : 0;
+		tiles += w;
+	}
+	return longest <= 2 * QMSEG && 3 * cut >= tiles ? QMSEG / 2 : QMSEG;
+}
+
 static int hb_seg(const struct state *f, const struct plan *p)
 {
 	static const struct { const char *w; int n; } force[] = {
@@ -1287,7 +1315,7 @@ static int hb_seg(const struct state *f, const struct plan *p)
 		if (hb_env(force[i].w))
 			return force[i].n;
 	if (f->qm)
-		return 128;
+		return qm_seg(p, group);
 	if (f->mheads < 2)
 		return 0;
 	for (int r = 0; r < p->nrows; r++) {
@@ -1340,7 +1368,7 @@ enum { PHW = 160 };
  * rather than 512: H100 full 64K +2 %, H200 within 0.5 % of it. */
 enum { HSEG = 256 };
 
-/* hb_start's q-major walks, listed in k-tile order (stretches of 128):
+/* hb_start's q-major walks, listed in k-tile order (stretches: qm_seg):
  * one-head masks where at least a quarter of the rows end where the row
  * before ends, short of the last q-tile, and start elsewhere (in the
  * plan as init pads it, at 32K: causal documents 0.80, buckets 0.88,

@@ -17,7 +17,10 @@
 #             hopper's deterministic bwd at 8K/32K/128K, every other
 #             pattern at 32K on hopper (64:8, hd 128, bf16); $VERSUS_LENS
 #             and $VERSUS_PASSES narrow the first part, $VERSUS_PARTS
-#             picks among its three parts: table det patterns
+#             picks among its three parts: table det patterns;
+#             VERSUS_ITERS="W N" runs the table's cells under 64K at W
+#             warm-up and N timed iterations (default 3 10), e.g. "20
+#             200" for the clocks a training run holds (the power cap)
 #   masks     hopper and cudnn on the masks cudnn runs (documents, windows,
 #             hash_sparse) at 4K-48K, short documents (pile, prolong64k,
 #             --long, documents under one tile, 1K documents on and off
@@ -198,6 +201,12 @@ sec_versus() {
 		for n in $lens; do
 			w=3 it=10
 			[ $n -ge 65536 ] && w=1 it=3
+			# at 3 10 a cell is tens of ms, most of it at boost
+			# clocks; hundreds of iterations run at the 700 W cap
+			# (H100 full 8K: about 1560 MHz, round 27)
+			if [ -n "${VERSUS_ITERS:-}" ] && [ $n -lt 65536 ]; then
+				w=${VERSUS_ITERS% *} it=${VERSUS_ITERS#* }
+			fi
 			# a process a mask and pass: what ran before in a process
 			# moves a row by up to 10 % (clocks under the power cap,
 			# bench/NOTES.md "hopper bwd, round 5")
