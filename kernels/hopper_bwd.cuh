@@ -1181,7 +1181,8 @@ static void fini(void *st)
  * (head_items' ascending walks whole, or in stretches of 512 or, for
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
- * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets). */
+ * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets), why (a line on
+ * stderr: the tiles and the walks init chose). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1524,8 +1525,16 @@ static int items(struct state *f, const struct plan *p)
 		return KERN_ERR;
 	if (rc == 0) {
 		f->qm = hb_qm(f, p);
-		rc = walk_items(p, &f->s, f->mheads, hb_seg(f, p), &item, &f->nitems, &slotkt, &f->nslots);
+		const int seg = hb_seg(f, p);
+		rc = walk_items(p, &f->s, f->mheads, seg, &item, &f->nitems, &slotkt, &f->nslots);
+		if (rc == KERN_OK && hb_env("why"))
+			warnx("hopper: bwd: %d-key tiles, %s walks %s%d: %d CTAs a kv-head", f->bk,
+			    f->qm ? "q-major" : "head-major", seg > 0 ? "in stretches of " : seg < 0 ? "whole " :
+			    "heaviest first, cut at a cap ", seg, f->nitems);
 	} else {
+		if (hb_env("why"))
+			warnx("hopper: bwd: %d-key tiles, a CTA a k-tile and q-head: %d CTAs a kv-head", f->bk,
+			    f->nitems);
 		rc = KERN_OK;
 	}
 	if (rc != KERN_OK)
