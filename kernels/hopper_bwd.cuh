@@ -1181,8 +1181,8 @@ static void fini(void *st)
  * (head_items' ascending walks whole, or in stretches of 512 or, for
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
- * prep), qm and noqm (hb_qm), fuse and fusez (fuse_targets), why (a line on
- * stderr: the tiles and the walks init chose). */
+ * prep), qm and noqm (hb_qm), qmseg (qm_seg), fuse and fusez
+ * (fuse_targets), why (a line on stderr: the tiles and walks init chose). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1277,32 +1277,35 @@ static int head_by_len(const void *x, const void *y)
  * runs. */
 enum { SCATTER = 16, SPAN = 640 };
 
-/* hb_qm's stretches (its walks are a k-tile's row times the group):
- * QMSEG tiles, or half that where no walk is longer than two stretches
- * and a third of the tiles or more lie in walks longer than one, as on
- * causal documents of 20-32 q-tiles (hash_sparse's 16 buckets at 40K-56K).
- * Cut at QMSEG, those walks' second halves, listed after every first
- * one, run at the end of the pass apart from their document's other
- * CTAs; cut at half, the pieces are alike.  H100 (bench/NOTES.md, round
- * 27), 64 against 128: hash_sparse 40K / 48K / 56K +5 / +7 / +8 %, 32K
- * (12 % of the tiles in walks over 128) -5 %, causal documents (walks of
- * up to thousands of tiles) at 32K / 48K -2 / -4 %. */
+/* hb_qm's stretches (its walks are a k-tile's row of 64-row q-tiles times
+ * the group): QMSEG tiles.  LONGATTN_HOPPER_BWD=qmseg tries half that
+ * where walks past two stretches hold a third of the tiles or more and a
+ * tile's walk averages at most three (a candidate, round 27): documents of
+ * 2.5K-4K tokens at 64:8 (hash_sparse's 16 buckets at 40K-64K).  H100,
+ * 64 against 128: hash_sparse 40K / 48K / 56K / 64K +5 / +7 / +8 / +12 %,
+ * where it applies; where it does not, hash_sparse 16K / 32K -3 / -5 %,
+ * causal documents 32K / 48K -2 / -4 %, prefix-LM documents 48K -2 %.
+ * Unmeasured where it would also apply: pile documents at 32K, and every
+ * mask on the H200. */
 enum { QMSEG = 128 };
 
 static int qm_seg(const struct plan *p, int group)
 {
-	int64_t longest = 0, cut = 0, tiles = 0;
+	int64_t long2 = 0, tiles = 0;
+	double sq = 0;
 
+	if (!hb_env("qmseg"))
+		return QMSEG;
 	for (int r = 0; r < p->nrows; r++) {
 		int64_t w = 0;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			w += p->ent[e].t1 - p->ent[e].t0;
 		w *= group;
-		longest = w > longest ? w : longest;
-		cut += w > QMSEG ? w : 0;
+		long2 += w > 2 * QMSEG ? w : 0;
 		tiles += w;
+		sq += (double)w * w;
 	}
-	return longest <= 2 * QMSEG && 3 * cut >= tiles ? QMSEG / 2 : QMSEG;
+	return 3 * long2 >= tiles && sq <= 3.0 * QMSEG * tiles ? QMSEG / 2 : QMSEG;
 }
 
 static int hb_seg(const struct state *f, const struct plan *p)

@@ -178,9 +178,10 @@ check)
 	gen hash_sparse 4096 --buckets 4
 	kb "q-major bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal_document.4096.amask \
 	    $M/hash_sparse.4096.amask
-	# documents of about 24 q-tiles, eight q-heads a kv-head: walks of
-	# 129-256 tiles, which hopper's qm_seg cuts in stretches of 64
+	# documents of about 47 q-tiles, eight q-heads a kv-head: walks of
+	# up to 384 tiles, in stretches of 64 (qm_seg's candidate, forced)
 	gen hash_sparse 6000 --buckets 2
+	force "" qmseg
 	kb "q-major stretches bf16 8:1 hd128" -p bwd -t bf16 -H 8:1 -D 128 $M/hash_sparse.6000.amask
 	force "" qm
 	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
