@@ -231,8 +231,9 @@ check)
 	force "" ""
 	# fwd's loop (CTAs that stay, taking fwd's blocks one after another)
 	# on 6 CTAs, so that each takes many: one CTA a block (grid, from a
-	# counter) and CTA pairs (cluster, a wave at a time), 128- and 176-key
-	# tiles, batch 2, and the tail split in three
+	# counter) and CTA pairs (cluster, a wave at a time, or two blocks
+	# from the counter), 128- and 176-key tiles, batch 2, and the tail
+	# split in three
 	force loopfew,grid,k128 ""
 	kb "loop grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k176 ""
@@ -242,6 +243,12 @@ check)
 	kb "loop grid k176 split fp16 4:1 hd128" -p fwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k128,split ""
 	kb "loop cluster split bf16 8:2 hd128 batch 2" -p fwd -t bf16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
+	# CTA pairs taking pairs of blocks from a counter (pcount), on rows
+	# of any length
+	force loopfew,cluster,k176,pcount ""
+	kb "loop pairs counter k176 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force loopfew,cluster,k128,split,pcount ""
+	kb "loop pairs counter split fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
 	force loopfew,cluster,k176,q2 ""
 	kb "loop two Q halves k176 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	force loopfew ""
