@@ -2103,7 +2103,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		a.nitem = (s->batch - 1) * s->hq * f->nqt + a.whole + f->ntail * f->np;
 		const int ctas = f->loop == 2 ? 6 : f->held;
 		grid = dim3(a.nitem < ctas ? (a.nitem + f->cl - 1) / f->cl * f->cl : ctas);
-		a.base = f->launches * (unsigned)(a.nitem + grid.x) / f->cl;
+		a.base = f->launches * (unsigned)((a.nitem + (int)grid.x) / f->cl);
 		f->launches += f->cl == 1 || f->pcount;
 	}
 	if (f->pers) {
