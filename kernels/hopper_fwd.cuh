@@ -773,9 +773,9 @@ static __device__ __forceinline__ void prefetch_q(const CUtensorMap *tq, const a
  * one q-tile) and leaves each in a ring of two slots (at sp, then their
  * full barriers, then the empty ones, whose count is the two producers)
  * in both CTAs, up to two ahead of the producers (pair_of), so that pairs
- * take rows heaviest first as single CTAs do, not a wave at a time; the
- * producer's own thread, which a counter's latency and the remote stores
- * left spilling (round 27), only reads its slot. */
+ * take rows heaviest first as single CTAs do, not a wave at a time.  A
+ * thread of its own: in the producer's (40 registers after setmaxnreg) the
+ * atomic and the remote stores spilled (round 27). */
 static __device__ __forceinline__ void deal(const args &a, uint32_t sp)
 {
 	for (int k = 0;; k++) {
