@@ -162,6 +162,15 @@ static __device__ __forceinline__ void bar_arrive_cl(uint32_t b, uint32_t rank)
 	    "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
 }
 
+/* Arrive on the barrier at offset b in CTA rank, ordering this thread's
+ * shared-memory accesses, the other CTA's included, before it (release at
+ * cluster scope: bar_wait_cl's other half). */
+static __device__ __forceinline__ void bar_arrive_rel_cl(uint32_t b, uint32_t rank)
+{
+	asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
+	    "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
+}
+
 /* Wait on a barrier of this CTA that the other one arrives on after its
  * own shared-memory accesses (acquire at cluster scope). */
 static __device__ __forceinline__ void bar_wait_cl(uint32_t bar, uint32_t parity)
@@ -782,11 +791,11 @@ static __device__ __forceinline__ void deal(const args &a, uint32_t sp)
 		const uint32_t x = k & 1, ph = (k >> 1) & 1;
 		const int n = (int)(atomicAdd(a.next, 1u) - a.base);
 		bar_wait_cl(sp + 24 + 8 * x, ph ^ 1);
-		asm volatile("{\n\t.reg .b32 ra, rb;\n\tmapa.shared::cluster.u32 ra, %0, 1;\n\t"
-		    "mapa.shared::cluster.u32 rb, %1, 1;\n\tst.shared.u32 [%0], %2;\n\t"
-		    "st.shared::cluster.u32 [ra], %2;\n\tmbarrier.arrive.shared::cta.b64 _, [%1];\n\t"
-		    "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rb];\n}"
-		    :: "r"(sp + 4 * x), "r"(sp + 8 + 8 * x), "r"(n) : "memory");
+		asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, 1;\n\t"
+		    "st.shared.u32 [%0], %1;\n\tst.shared::cluster.u32 [ra], %1;\n}"
+		    :: "r"(sp + 4 * x), "r"(n) : "memory");
+		bar_arrive(sp + 8 + 8 * x);
+		bar_arrive_rel_cl(sp + 8 + 8 * x, 1);
 		if (2 * n >= a.nitem)
 			return;
 	}
@@ -799,10 +808,8 @@ static __device__ __forceinline__ int pair_of(int k, uint32_t sp)
 	int n;
 
 	bar_wait_cl(sp + 8 + 8 * x, (k >> 1) & 1);
-	asm volatile("{\n\t.reg .b32 rb;\n\tld.shared.u32 %0, [%1];\n\t"
-	    "mapa.shared::cluster.u32 rb, %2, 0;\n\t"
-	    "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rb];\n}"
-	    : "=r"(n) : "r"(sp + 4 * x), "r"(sp + 24 + 8 * x) : "memory");
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(n) : "r"(sp + 4 * x) : "memory");
+	bar_arrive_rel_cl(sp + 24 + 8 * x, 0);
 	return n;
 }
 
@@ -2049,7 +2056,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 }
 
 /* fwd on KT-key tiles: a CTA a q-tile, or (cl 2) CTA pairs; P: the loop,
- * grid the CTAs the machine holds. */
+ * grid the CTAs the machine holds (P 2: pairs from the counter). */
 template <typename T, int HD, int KT, int P>
 static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap &tq, const CUtensorMap &tk,
     const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
@@ -2062,6 +2069,15 @@ static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap 
 	cudaLaunchAttribute at;
 	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream);
 	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT, P>, tq, tk, tv, to, a);
+}
+
+/* fwd_grid on the state's tiles (hd 128: KW or BK keys). */
+template <typename T, int HD, int P>
+static cudaError_t fwd_tiles(const struct state *f, dim3 grid, const CUtensorMap &tq, const CUtensorMap &tk,
+    const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
+{
+	return f->bk == KW ? fwd_grid<T, HD, KW, P>(f, grid, tq, tk, tv, to, a, io) :
+	    fwd_grid<T, HD, BK, P>(f, grid, tq, tk, tv, to, a, io);
 }
 
 template <typename T, int HD> static int launch(struct state *f, const struct attn_io *io)
@@ -2125,15 +2141,9 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		}
 	} else {
 		if constexpr (HD == 128)
-			if (f->loop && f->pcount)
-				e = f->bk == KW ? fwd_grid<T, HD, KW, 2>(f, grid, tq, tk, tv, to, a, io) :
-				    fwd_grid<T, HD, BK, 2>(f, grid, tq, tk, tv, to, a, io);
-			else if (f->loop)
-				e = f->bk == KW ? fwd_grid<T, HD, KW, 1>(f, grid, tq, tk, tv, to, a, io) :
-				    fwd_grid<T, HD, BK, 1>(f, grid, tq, tk, tv, to, a, io);
-			else
-				e = f->bk == KW ? fwd_grid<T, HD, KW, 0>(f, grid, tq, tk, tv, to, a, io) :
-				    fwd_grid<T, HD, BK, 0>(f, grid, tq, tk, tv, to, a, io);
+			e = !f->loop ? fwd_tiles<T, HD, 0>(f, grid, tq, tk, tv, to, a, io) :
+			    f->pcount ? fwd_tiles<T, HD, 2>(f, grid, tq, tk, tv, to, a, io) :
+			    fwd_tiles<T, HD, 1>(f, grid, tq, tk, tv, to, a, io);
 		else
 			e = fwd_grid<T, HD, BK, 0>(f, grid, tq, tk, tv, to, a, io);
 		if (e != cudaSuccess) {
