@@ -1181,7 +1181,7 @@ static void fini(void *st)
  * (head_items' ascending walks whole, or in stretches of 512 or, for
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
- * prep), qm and noqm (hb_qm), qmseg (qm_seg), fuse and fusez
+ * prep), qm and noqm (hb_qm), fuse and fusez
  * (fuse_targets), why (a line on stderr: the tiles and walks init chose). */
 static int hb_env(const char *w)
 {
@@ -1278,34 +1278,38 @@ static int head_by_len(const void *x, const void *y)
 enum { SCATTER = 16, SPAN = 640 };
 
 /* hb_qm's stretches (its walks are a k-tile's row of 64-row q-tiles times
- * the group): QMSEG tiles.  LONGATTN_HOPPER_BWD=qmseg tries half that
- * where walks past two stretches hold a third of the tiles or more and a
- * tile's walk averages at most three (a candidate, round 27): documents of
- * 2.5K-4K tokens at 64:8 (hash_sparse's 16 buckets at 40K-64K).  H100,
- * 64 against 128: hash_sparse 40K / 48K / 56K / 64K +5 / +7 / +8 / +12 %,
- * where it applies; where it does not, hash_sparse 16K / 32K -3 / -5 %,
- * causal documents 32K / 48K -2 / -4 %, prefix-LM documents 48K -2 %.
- * Unmeasured where it would also apply: pile documents at 32K, and every
- * mask on the H200. */
+ * the group): QMSEG tiles, or half that where walks past two stretches
+ * hold a third of the tiles or more, a tile's walk averages at most three,
+ * and there are more than two k-tiles' walks an SM: documents of 2.5K-4K
+ * tokens at 64:8 past 32K.  H100, 64 against 128, where it applies:
+ * hash_sparse 40K / 48K / 56K / 64K +5 / +7 / +8 / +12 % (rounds 27, 28);
+ * where walks differ, hash_sparse 16K / 32K -3 / -5 %, causal documents
+ * 32K / 48K -2 / -4 %, prefix-LM documents 48K -2 %; at 32K, where walks
+ * are alike but there are fewer than two an SM, 11 hash buckets -1 % and
+ * pile documents -3 % (round 28). */
 enum { QMSEG = 128 };
 
-static int qm_seg(const struct plan *p, int group)
+static int qm_seg(const struct state *f, const struct plan *p, int group)
 {
-	int64_t long2 = 0, tiles = 0;
+	int64_t long2 = 0, tiles = 0, walks = 0;
 	double sq = 0;
+	int dev, nsm;
 
-	if (!hb_env("qmseg"))
-		return QMSEG;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		nsm = 132;
 	for (int r = 0; r < p->nrows; r++) {
 		int64_t w = 0;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
 			w += p->ent[e].t1 - p->ent[e].t0;
 		w *= group;
+		walks += w > 0;
 		long2 += w > 2 * QMSEG ? w : 0;
 		tiles += w;
 		sq += (double)w * w;
 	}
-	return 3 * long2 >= tiles && sq <= 3.0 * QMSEG * tiles ? QMSEG / 2 : QMSEG;
+	return 3 * long2 >= tiles && sq <= 3.0 * QMSEG * tiles &&
+	    walks * f->s.batch > 2 * nsm ? QMSEG / 2 : QMSEG;
 }
 
 static int hb_seg(const struct state *f, const struct plan *p)
@@ -1319,7 +1323,7 @@ static int hb_seg(const struct state *f, const struct plan *p)
 		if (hb_env(force[i].w))
 			return force[i].n;
 	if (f->qm)
-		return qm_seg(p, group);
+		return qm_seg(f, p, group);
 	if (f->mheads < 2)
 		return 0;
 	for (int r = 0; r < p->nrows; r++) {

@@ -69,8 +69,7 @@ static const float LOG2E = 1.4426950408889634f;
 static const float LN2 = 0.6931471805599453f;
 
 /* KT: BK, or KW (two stages); P: fwd's loop, whose Q is NQH halves of 64
- * rows (three where two 176-key stages leave room); P 2: CTA pairs that
- * take their items from the counter (pair_of) */
+ * rows (three where two 176-key stages leave room) */
 template <int HD, int KT = BK, int P = 0> struct cfg {
 	enum {
 		STAGES = KT > BK ? 2 : 3,
@@ -80,10 +79,9 @@ template <int HD, int KT = BK, int P = 0> struct cfg {
 		QA = NQH * QB / 2,                 /* bytes of Q's buffers */
 		/* Q, then per stage K and V; mbarriers after (the loop's NQH
 		 * full and empty, and its NQH items, 32 bytes each, 16-byte
-		 * aligned, then P 2's two counter slots and their full and
-		 * empty barriers, 40 bytes); 1 KB for alignment */
+		 * aligned); 1 KB for alignment */
 		BAR = QA + 2 * STAGES * KB,
-		SMEM = BAR + 8 * (1 + 4 * STAGES + 2 * NQH) + 16 + 32 * NQH + (P == 2 ? 40 : 0) + 1024,
+		SMEM = BAR + 8 * (1 + 4 * STAGES + 2 * NQH) + 16 + 32 * NQH + 1024,
 	};
 	static_assert(SMEM <= 227 * 1024, "fwd's shared memory");
 };
@@ -160,24 +158,6 @@ static __device__ __forceinline__ void bar_arrive_cl(uint32_t b, uint32_t rank)
 {
 	asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
 	    "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
-}
-
-/* Arrive on the barrier at offset b in CTA rank, ordering this thread's
- * shared-memory accesses, the other CTA's included, before it (release at
- * cluster scope: bar_wait_cl's other half). */
-static __device__ __forceinline__ void bar_arrive_rel_cl(uint32_t b, uint32_t rank)
-{
-	asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\t"
-	    "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(b), "r"(rank) : "memory");
-}
-
-/* Wait on a barrier of this CTA that the other one arrives on after its
- * own shared-memory accesses (acquire at cluster scope). */
-static __device__ __forceinline__ void bar_wait_cl(uint32_t bar, uint32_t parity)
-{
-	asm volatile("{\n.reg .pred p;\nWAITC_%=:\n"
-	    "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-	    "@!p bra WAITC_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
 }
 
 /* tma4 into the same offset of every CTA in mask, each completing on its
@@ -777,42 +757,6 @@ static __device__ __forceinline__ void prefetch_q(const CUtensorMap *tq, const a
 			tma4_l2(tq, c * 64, N.h, n0 + x * (BQ / NB), N.b);
 }
 
-/* CL 2's loop from the counter: a thread of rank 0's producer warpgroup
- * (deal) takes the pairs' indices n (items 2n and 2n + 1, two q-heads of
- * one q-tile) and leaves each in a ring of two slots (at sp, then their
- * full barriers, then the empty ones, whose count is the two producers)
- * in both CTAs, up to two ahead of the producers (pair_of), so that pairs
- * take rows heaviest first as single CTAs do, not a wave at a time.  A
- * thread of its own: in the producer's (40 registers after setmaxnreg) the
- * atomic and the remote stores spilled (round 27). */
-static __device__ __forceinline__ void deal(const args &a, uint32_t sp)
-{
-	for (int k = 0;; k++) {
-		const uint32_t x = k & 1, ph = (k >> 1) & 1;
-		const int n = (int)(atomicAdd(a.next, 1u) - a.base);
-		bar_wait_cl(sp + 24 + 8 * x, ph ^ 1);
-		asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, 1;\n\t"
-		    "st.shared.u32 [%0], %1;\n\tst.shared::cluster.u32 [ra], %1;\n}"
-		    :: "r"(sp + 4 * x), "r"(n) : "memory");
-		bar_arrive(sp + 8 + 8 * x);
-		bar_arrive_rel_cl(sp + 8 + 8 * x, 1);
-		if (2 * n >= a.nitem)
-			return;
-	}
-}
-
-/* The producer's k-th pair index from deal's ring. */
-static __device__ __forceinline__ int pair_of(int k, uint32_t sp)
-{
-	const uint32_t x = k & 1;
-	int n;
-
-	bar_wait_cl(sp + 8 + 8 * x, (k >> 1) & 1);
-	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(n) : "r"(sp + 4 * x) : "memory");
-	bar_arrive_rel_cl(sp + 24 + 8 * x, 0);
-	return n;
-}
-
 /* CL == 2: the CTA pairs of a cluster are two q-heads of one kv-head on the
  * same q-tile and mask row, so they walk the same k-tiles; each producer
  * loads half of every K and V tile (KT / 2 keys) into both CTAs, halving
@@ -822,9 +766,8 @@ static __device__ __forceinline__ int pair_of(int k, uint32_t sp)
  * on the other CTA's barriers is waited for there before it can exit.
  *
  * P: the loop.  A CTA an SM takes blocks (items) one after another, from
- * a counter (CL 1), a wave at a time (CL 2, the pair's items side by
- * side) or, P 2, a pair of items from the counter (deal, pair_of), with
- * fwd's mainloop unchanged: a CTA's start and end cost
+ * a counter (CL 1) or a wave at a time (CL 2, the pair's items side by
+ * side), with fwd's mainloop unchanged: a CTA's start and end cost
  * about 2 tiles at 8K (bench/NOTES.md, round 24).  The K/V ring runs on
  * across items.  Q has no second buffer (Q and three 128-key stages fill
  * shared memory), so each consumer's 64 rows of Q are a half with its own
@@ -857,8 +800,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 	 * P: each Q half's full and empty, and its item */
 	const uint32_t bQ = base + C::BAR, bK = bQ + 8, bV = bK + 8 * S, bEK = bV + 8 * S, bEV = bEK + 8 * S;
 	const uint32_t bQF = bEV + 8 * S, bQE = bQF + 8 * NQH, sI = (bQE + 8 * NQH + 15) & ~15u;
-	/* P 2: deal's ring */
-	const uint32_t sP = sI + 32 * NQH;
 	const int tid = threadIdx.x, wg = tid >> 7;
 	block B = {};
 	int e0 = 0, e1 = 0;
@@ -891,8 +832,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			bar_init(bQF + 8 * i, 1);
 			bar_init(bQE + 8 * i, 4);      /* lane 0 of each warp of a consumer */
 		}
-		for (int i = 0; P == 2 && i < 4; i++)
-			bar_init(sP + 8 + 8 * i, i < 2 ? 1 : 2);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
 	if (CL == 1)
@@ -934,7 +873,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 				int it = 0, k = 0, t = 0;
 				for (;; k++) {
 					const int j = CL == 1 ? (int)(atomicAdd(a.next, 1u) - a.base) :
-					    P == 2 ? 2 * pair_of(k, sP) + (int)cl_rank() :
 					    k * (int)gridDim.x + (int)(k & 1 ? gridDim.x - 2 - (blockIdx.x & ~1u) +
 					    (blockIdx.x & 1) : blockIdx.x);
 					if (j >= a.nitem)
@@ -975,8 +913,6 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 					bar_arrive(bQF + 8 * hs);
 				}
 			}
-			if (P == 2 && tid == 32 && cl_rank() == 0)
-				deal(a, sP);
 			if (CL == 2) {
 				__syncwarp();
 				cl_sync();
@@ -1468,7 +1404,6 @@ struct state {
 	int held, ahead;           /* fwd: CTAs the machine holds; args' ahead */
 	int loop;                  /* fwd's loop (P); 2: on 6 CTAs (checks) */
 	int nqh;                   /* args' nqh */
-	int pcount;                /* the loop in CTA pairs from the counter (P 2) */
 	int4 *tail, *ttile;        /* args' tail; combine()'s tiles */
 	float *ws;                 /* the parts' slots */
 };
@@ -1860,9 +1795,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		if ((e = smem(fwd<T, HD, 1, KW, 1>, cfg<HD, KW, 1>::SMEM)) != cudaSuccess ||
 		    (e = smem(fwd<T, HD, 2, KW, 1>, cfg<HD, KW, 1>::SMEM)) != cudaSuccess ||
 		    (e = smem(fwd<T, HD, 1, BK, 1>, cfg<HD, BK, 1>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 2, BK, 1>, cfg<HD, BK, 1>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 2, KW, 2>, cfg<HD, KW, 2>::SMEM)) != cudaSuccess ||
-		    (e = smem(fwd<T, HD, 2, BK, 2>, cfg<HD, BK, 2>::SMEM)) != cudaSuccess)
+		    (e = smem(fwd<T, HD, 2, BK, 1>, cfg<HD, BK, 1>::SMEM)) != cudaSuccess)
 			return e;
 	if ((e = smem(fwd<T, HD, 1, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwd<T, HD, 2, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
@@ -2019,22 +1952,19 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			 * rows that differ leaves SMs idle where the grid's
 			 * heaviest-first order does not (causal 8K forced into
 			 * pairs: -19 %; causal 64K-128K -1 to -5 % against
-			 * cuDNN, round 25); LONGATTN_HOPPER_FWD=pcount has them
-			 * take pairs of items from the counter instead (P 2:
-			 * written in round 27, not yet measured), and loop on
-			 * any rows */
-			f->pcount = f->cl == 2 && env_has("LONGATTN_HOPPER_FWD", "pcount");
+			 * cuDNN, round 25).  Pairs that took two items at a time
+			 * from a counter instead lost on the H100 (causal 8K -3
+			 * %, full documents 16K-32K -14 %: round 28), and went. */
 			f->loop = s->hd != 128 || f->qtile != NULL || f->held <= 0 ? 0 :
 			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 :
-			    env_has("LONGATTN_HOPPER_FWD", "noloop") || (f->cl == 2 && lo != hi && !f->pcount) ? 0 : 1;
+			    env_has("LONGATTN_HOPPER_FWD", "noloop") || (f->cl == 2 && lo != hi) ? 0 : 1;
 			if (f->loop && env_has("LONGATTN_HOPPER_FWD", "why"))
 				warnx("hopper: fwd: the loop on %d CTAs, %s", f->loop == 2 ? 6 : f->held,
-				    f->cl == 1 ? "a block each from a counter" : f->pcount ?
-				    "in pairs, a pair of blocks each from a counter" : "in pairs, a wave at a time");
+				    f->cl == 1 ? "a block each from a counter" : "in pairs, a wave at a time");
 		}
 		const unsigned zero = 0;
 		if ((rc = split(f, &p, ord, lo, hi)) ||
-		    (f->loop && (f->cl == 1 || f->pcount) && (rc = upload((void **)&f->next, &zero, sizeof zero))) ||
+		    (f->loop && f->cl == 1 && (rc = upload((void **)&f->next, &zero, sizeof zero))) ||
 		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
@@ -2056,16 +1986,15 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 }
 
 /* fwd on KT-key tiles: a CTA a q-tile, or (cl 2) CTA pairs; P: the loop,
- * grid the CTAs the machine holds (P 2: pairs from the counter). */
+ * grid the CTAs the machine holds. */
 template <typename T, int HD, int KT, int P>
 static cudaError_t fwd_grid(const struct state *f, dim3 grid, const CUtensorMap &tq, const CUtensorMap &tk,
     const CUtensorMap &tv, const CUtensorMap &to, const args &a, const struct attn_io *io)
 {
-	if constexpr (P < 2)
-		if (f->cl == 1) {
-			fwd<T, HD, 1, KT, P><<<grid, NT, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
-			return cudaSuccess;
-		}
+	if (f->cl == 1) {
+		fwd<T, HD, 1, KT, P><<<grid, NT, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+		return cudaSuccess;
+	}
 	cudaLaunchAttribute at;
 	const cudaLaunchConfig_t lc = pair_launch(&at, grid, cfg<HD, KT, P>::SMEM, (cudaStream_t)io->stream);
 	return cudaLaunchKernelEx(&lc, fwd<T, HD, 2, KT, P>, tq, tk, tv, to, a);
@@ -2114,13 +2043,12 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 	a.nqh = f->nqh;
 	dim3 grid(s->hq * f->nqt + f->ntail * f->np, 1, s->batch);
 	if (f->loop) {
-		/* a launch takes nitem + the grid's values of the counter (CL
-		 * 1), or half of that (pcount: one a pair) */
+		/* a launch takes nitem + the grid's values of the counter (CL 1) */
 		a.nitem = (s->batch - 1) * s->hq * f->nqt + a.whole + f->ntail * f->np;
 		const int ctas = f->loop == 2 ? 6 : f->held;
 		grid = dim3(a.nitem < ctas ? (a.nitem + f->cl - 1) / f->cl * f->cl : ctas);
-		a.base = f->launches * (unsigned)((a.nitem + (int)grid.x) / f->cl);
-		f->launches += f->cl == 1 || f->pcount;
+		a.base = f->launches * (unsigned)(a.nitem + grid.x);
+		f->launches += f->cl == 1;
 	}
 	if (f->pers) {
 		if (f->nempty > 0)
@@ -2141,9 +2069,8 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		}
 	} else {
 		if constexpr (HD == 128)
-			e = !f->loop ? fwd_tiles<T, HD, 0>(f, grid, tq, tk, tv, to, a, io) :
-			    f->pcount ? fwd_tiles<T, HD, 2>(f, grid, tq, tk, tv, to, a, io) :
-			    fwd_tiles<T, HD, 1>(f, grid, tq, tk, tv, to, a, io);
+			e = f->loop ? fwd_tiles<T, HD, 1>(f, grid, tq, tk, tv, to, a, io) :
+			    fwd_tiles<T, HD, 0>(f, grid, tq, tk, tv, to, a, io);
 		else
 			e = fwd_grid<T, HD, BK, 0>(f, grid, tq, tk, tv, to, a, io);
 		if (e != cudaSuccess) {

@@ -179,9 +179,10 @@ check)
 	kb "q-major bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/causal_document.4096.amask \
 	    $M/hash_sparse.4096.amask
 	# documents of about 47 q-tiles, eight q-heads a kv-head: walks of
-	# up to 384 tiles, in stretches of 64 (qm_seg's candidate, forced)
+	# up to 384 tiles, in stretches of 64 (qm_seg's, forced: by default
+	# only where there are more k-tiles than this has)
 	gen hash_sparse 6000 --buckets 2
-	force "" qmseg
+	force "" seg
 	kb "q-major stretches bf16 8:1 hd128" -p bwd -t bf16 -H 8:1 -D 128 $M/hash_sparse.6000.amask
 	force "" qm
 	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
@@ -243,12 +244,6 @@ check)
 	kb "loop grid k176 split fp16 4:1 hd128" -p fwd -t fp16 -H 4:1 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k128,split ""
 	kb "loop cluster split bf16 8:2 hd128 batch 2" -p fwd -t bf16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
-	# CTA pairs taking pairs of blocks from a counter (pcount), on rows
-	# of any length
-	force loopfew,cluster,k176,pcount ""
-	kb "loop pairs counter k176 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
-	force loopfew,cluster,k128,split,pcount ""
-	kb "loop pairs counter split fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
 	force loopfew,cluster,k176,q2 ""
 	kb "loop two Q halves k176 bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	force loopfew ""
