@@ -1308,6 +1308,10 @@ static int qm_seg(const struct state *f, const struct plan *p, int group)
 		tiles += w;
 		sq += (double)w * w;
 	}
+	if (hb_env("why"))
+		warnx("hopper: bwd: q-major walks on %lld k-tiles: %.3f of their tiles in walks past %d, "
+		    "a tile's walk %.0f", (long long)walks, tiles ? (double)long2 / tiles : 0.0, 2 * QMSEG,
+		    tiles ? sq / tiles : 0.0);
 	return 3 * long2 >= tiles && sq <= 3.0 * QMSEG * tiles &&
 	    walks * f->s.batch > 2 * nsm ? QMSEG / 2 : QMSEG;
 }
