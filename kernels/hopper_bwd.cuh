@@ -1279,19 +1279,22 @@ enum { SCATTER = 16, SPAN = 640 };
 
 /* hb_qm's stretches (its walks are a k-tile's row of 64-row q-tiles times
  * the group): QMSEG tiles, or half that where walks past two stretches
- * hold a third of the tiles or more, a tile's walk averages at most three,
- * and there are more than two k-tiles' walks an SM: documents of 2.5K-4K
- * tokens at 64:8 past 32K.  H100, 64 against 128, where it applies:
- * hash_sparse 40K / 48K / 56K / 64K +5 / +7 / +8 / +12 % (rounds 27, 28);
- * where walks differ, hash_sparse 16K / 32K -3 / -5 %, causal documents
- * 32K / 48K -2 / -4 %, prefix-LM documents 48K -2 %; at 32K, where walks
- * are alike but there are fewer than two an SM, 11 hash buckets -1 % and
- * pile documents -3 % (round 28). */
+ * hold a third of the tiles or more, the longest walk is at most 1.6 times
+ * a tile's walk (2/3 of the longest where documents are all alike),
+ * that walk is at most 1024, and there are more k-tiles than twice the
+ * SMs: hash buckets past 33K.  64 against 128, rounds 27 and 28, H100:
+ * hash_sparse 40K / 48K / 56K / 64K / 96K +5 / +7 / +8 / +12 / +22 %, 11
+ * buckets 36K / 44K / 56K +0.5 / +1 / +4.5 %; H200: 16 buckets 40K / 48K
+ * / 64K / 96K +1 / 0 / +2.5 / +2.4 %, 11 buckets 36K / 44K / 56K 0 / -1 /
+ * -0.5 %.  Where it does not apply, H100: hash_sparse 16K / 32K -3 / -5
+ * %, 11 buckets 32K -1 % (fewer k-tiles); causal documents 32K / 44K / 48K
+ * -2 / -2.5 / -4 %, pile documents 32K / 36K / 42K -3 / -4 / -1.5 %,
+ * prefix-LM documents 48K -2 % (documents that differ); H200 alike. */
 enum { QMSEG = 128 };
 
 static int qm_seg(const struct state *f, const struct plan *p, int group)
 {
-	int64_t long2 = 0, tiles = 0, walks = 0;
+	int64_t long2 = 0, tiles = 0, walks = 0, most = 0;
 	double sq = 0;
 	int dev, nsm;
 
@@ -1305,15 +1308,17 @@ static int qm_seg(const struct state *f, const struct plan *p, int group)
 		w *= group;
 		walks += w > 0;
 		long2 += w > 2 * QMSEG ? w : 0;
+		most = w > most ? w : most;
 		tiles += w;
 		sq += (double)w * w;
 	}
+	const double mean = tiles ? sq / tiles : 0;
 	if (hb_env("why"))
 		warnx("hopper: bwd: q-major walks on %lld k-tiles: %.3f of their tiles in walks past %d, "
-		    "a tile's walk %.0f", (long long)walks, tiles ? (double)long2 / tiles : 0.0, 2 * QMSEG,
-		    tiles ? sq / tiles : 0.0);
-	return 3 * long2 >= tiles && sq <= 3.0 * QMSEG * tiles &&
-	    walks * f->s.batch > 2 * nsm ? QMSEG / 2 : QMSEG;
+		    "a tile's walk %.0f, the longest %lld", (long long)walks, tiles ? (double)long2 / tiles : 0.0,
+		    2 * QMSEG, mean, (long long)most);
+	return 3 * long2 >= tiles && most <= 1.6 * mean && mean <= 8 * QMSEG &&
+	    walks > 2 * nsm ? QMSEG / 2 : QMSEG;
 }
 
 static int hb_seg(const struct state *f, const struct plan *p)
