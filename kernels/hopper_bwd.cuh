@@ -1277,19 +1277,35 @@ static int head_by_len(const void *x, const void *y)
  * runs. */
 enum { SCATTER = 16, SPAN = 640 };
 
+/* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
+ * two transfers a clock), or 0 where it does not say. */
+enum { FASTBW = 4000 };   /* GB/s: an H200's 4.8 TB/s, not an H100's 3.35 */
+
+static int dram_gbs(void)
+{
+	int dev, clk, bus;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess)
+		return 0;
+	return (int)((int64_t)clk * bus / 4000000);
+}
+
 /* hb_qm's stretches (its walks are a k-tile's row of 64-row q-tiles times
  * the group): QMSEG tiles, or half that where walks past two stretches
  * hold a third of the tiles or more, the longest walk is at most 1.6 times
- * a tile's walk (2/3 of the longest where documents are all alike),
- * that walk is at most 1024, and there are more k-tiles than twice the
- * SMs: hash buckets past 33K.  64 against 128, rounds 27 and 28, H100:
- * hash_sparse 40K / 48K / 56K / 64K / 96K +5 / +7 / +8 / +12 / +22 %, 11
- * buckets 36K / 44K / 56K +0.5 / +1 / +4.5 %; H200: 16 buckets 40K / 48K
- * / 64K / 96K +1 / 0 / +2.5 / +2.4 %, 11 buckets 36K / 44K / 56K 0 / -1 /
- * -0.5 %.  Where it does not apply, H100: hash_sparse 16K / 32K -3 / -5
- * %, 11 buckets 32K -1 % (fewer k-tiles); causal documents 32K / 44K / 48K
- * -2 / -2.5 / -4 %, pile documents 32K / 36K / 42K -3 / -4 / -1.5 %,
- * prefix-LM documents 48K -2 % (documents that differ); H200 alike. */
+ * a tile's walk (2/3 of the longest where documents are all alike), that
+ * walk is at most 1024, there are more k-tiles than twice the SMs, and
+ * DRAM is slower than FASTBW: hash buckets past 33K on an H100.  64
+ * against 128, rounds 27 and 28, H100: hash_sparse 40K / 48K / 56K / 64K /
+ * 96K +5 / +7 / +8 / +12 / +22 %, 11 buckets 36K / 44K / 56K +0.5 / +1 /
+ * +4.5 %.  Where it does not apply, H100: hash_sparse 16K / 32K -3 / -5 %,
+ * 11 buckets 32K -1 % (fewer k-tiles); causal documents 32K / 44K / 48K -2
+ * / -2.5 / -4 %, pile documents 32K / 36K / 42K -3 / -4 / -1.5 %,
+ * prefix-LM documents 48K -2 % (documents that differ).  H200, two calls:
+ * 16 buckets 40K / 64K / 96K +1 and -2.5 / +2.5 and -3.5 / +2.4 and +2 %,
+ * 11 buckets 36K 0 and -2.5 %: nothing to have. */
 enum { QMSEG = 128 };
 
 static int qm_seg(const struct state *f, const struct plan *p, int group)
@@ -1318,7 +1334,7 @@ static int qm_seg(const struct state *f, const struct plan *p, int group)
 		    "a tile's walk %.0f, the longest %lld", (long long)walks, tiles ? (double)long2 / tiles : 0.0,
 		    2 * QMSEG, mean, (long long)most);
 	return 3 * long2 >= tiles && most <= 1.6 * mean && mean <= 8 * QMSEG &&
-	    walks > 2 * nsm ? QMSEG / 2 : QMSEG;
+	    walks > 2 * nsm && dram_gbs() < FASTBW ? QMSEG / 2 : QMSEG;
 }
 
 static int hb_seg(const struct state *f, const struct plan *p)
@@ -1682,7 +1698,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 
 /* bwd64 where its plan (64 x 64 tiles) visits less than B64_PCT % of the
  * 64 x 128 plan's area and at least one tile in B64_DEN of its grid, on a
- * device whose DRAM moves B64_FASTBW GB/s or more (an H200's 4.8 TB/s) or
+ * device whose DRAM moves FASTBW GB/s or more (an H200's 4.8 TB/s) or
  * on rows longer than B64_LONG tokens: hd 128, not deterministic.  Its
  * rival is bwd with the halves that see nothing skipped (HALF), which
  * visits the same 64 x 64 pieces: on such plans HALF is on (a quarter of
@@ -1697,20 +1713,8 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * 32K: 444 against 560 (H200), so nowhere near full.
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
-enum { B64_PCT = 75, B64_DEN = 3, B64_LONGDEN = 5, B64_FASTBW = 4000, B64_LONG = 65536 };
+enum { B64_PCT = 75, B64_DEN = 3, B64_LONGDEN = 5, B64_LONG = 65536 };
 
-/* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
- * two transfers a clock), or 0 where it does not say. */
-static int dram_gbs(void)
-{
-	int dev, clk, bus;
-
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess)
-		return 0;
-	return (int)((int64_t)clk * bus / 4000000);
-}
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
 {
@@ -1723,7 +1727,7 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 		return -1;
 	const int64_t s6 = plan_steps(&p6, 0);
 	/* at least one tile in den of the grid; 0: never */
-	const int fast = dram_gbs() >= B64_FASTBW, lng = f->s.sq > B64_LONG;
+	const int fast = dram_gbs() >= FASTBW, lng = f->s.sq > B64_LONG;
 	const int den = fast && lng ? B64_LONGDEN : fast || lng ? B64_DEN : 0;
 	if (hb_env("b64") || (s6 * 100 < (int64_t)B64_PCT * 2 * plan_steps(p, 0) &&
 	    s6 * den >= (int64_t)p6.nrows * p6.nkt)) {
