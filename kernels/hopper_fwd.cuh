@@ -1953,8 +1953,9 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 			 * heaviest-first order does not (causal 8K forced into
 			 * pairs: -19 %; causal 64K-128K -1 to -5 % against
 			 * cuDNN, round 25).  Pairs that took two items at a time
-			 * from a counter instead lost on the H100 (causal 8K -3
-			 * %, full documents 16K-32K -14 %: round 28), and went. */
+			 * from a counter instead lost where they were to win, on
+			 * the H100 (causal 8K -3 %; full 8K / 32K and causal 32K
+			 * level to -0.8 %: round 28), and went. */
 			f->loop = s->hd != 128 || f->qtile != NULL || f->held <= 0 ? 0 :
 			    env_has("LONGATTN_HOPPER_FWD", "loopfew") ? 2 :
 			    env_has("LONGATTN_HOPPER_FWD", "noloop") || (f->cl == 2 && lo != hi) ? 0 : 1;
