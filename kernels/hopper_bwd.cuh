@@ -1277,10 +1277,10 @@ static int head_by_len(const void *x, const void *y)
  * runs. */
 enum { SCATTER = 16, SPAN = 640 };
 
-/* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
- * two transfers a clock), or 0 where it does not say. */
 enum { FASTBW = 4000 };   /* GB/s: an H200's 4.8 TB/s, not an H100's 3.35 */
 
+/* The device's DRAM bandwidth in GB/s from its memory clock and bus (DDR:
+ * two transfers a clock), or 0 where it does not say. */
 static int dram_gbs(void)
 {
 	int dev, clk, bus;
@@ -1308,15 +1308,11 @@ static int dram_gbs(void)
  * 11 buckets 36K 0 and -2.5 %: nothing to have. */
 enum { QMSEG = 128 };
 
-static int qm_seg(const struct state *f, const struct plan *p, int group)
+static int qm_seg(const struct plan *p, int group)
 {
 	int64_t long2 = 0, tiles = 0, walks = 0, most = 0;
 	double sq = 0;
-	int dev, nsm;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		nsm = 132;
 	for (int r = 0; r < p->nrows; r++) {
 		int64_t w = 0;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++)
@@ -1334,7 +1330,7 @@ static int qm_seg(const struct state *f, const struct plan *p, int group)
 		    "a tile's walk %.0f, the longest %lld", (long long)walks, tiles ? (double)long2 / tiles : 0.0,
 		    2 * QMSEG, mean, (long long)most);
 	return 3 * long2 >= tiles && most <= 1.6 * mean && mean <= 8 * QMSEG &&
-	    walks > 2 * nsm && dram_gbs() < FASTBW ? QMSEG / 2 : QMSEG;
+	    walks > 2 * sm_count() && dram_gbs() < FASTBW ? QMSEG / 2 : QMSEG;
 }
 
 static int hb_seg(const struct state *f, const struct plan *p)
@@ -1348,7 +1344,7 @@ static int hb_seg(const struct state *f, const struct plan *p)
 		if (hb_env(force[i].w))
 			return force[i].n;
 	if (f->qm)
-		return qm_seg(f, p, group);
+		return qm_seg(p, group);
 	if (f->mheads < 2)
 		return 0;
 	for (int r = 0; r < p->nrows; r++) {
@@ -1714,7 +1710,6 @@ template <typename T, int HD> static cudaError_t set_smem(void)
  * LONGATTN_HOPPER_BWD=b64 and no64 force it on and off, for A/B runs and
  * checks.  On success p is the plan to run and f->bk its k-tiles. */
 enum { B64_PCT = 75, B64_DEN = 3, B64_LONGDEN = 5, B64_LONG = 65536 };
-
 
 static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *err, size_t errlen)
 {

@@ -1822,12 +1822,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	}
 	f->s = *s;
 	f->mheads = m->heads;
-	{
-		int dev = 0;
-		if (cudaGetDevice(&dev) != cudaSuccess ||
-		    cudaDeviceGetAttribute(&f->nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-			f->nsm = 132;
-	}
+	f->nsm = sm_count();
 	if (tmap_encoder() == NULL) {
 		snprintf(err, errlen, "no cuTensorMapEncodeTiled in the driver");
 		free(f);

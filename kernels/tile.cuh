@@ -398,6 +398,17 @@ static int span_by_len(const void *x, const void *y)
 	return a > b ? -1 : a < b;
 }
 
+/* The device's SMs, or an H100's 132 where it does not say. */
+static int sm_count(void)
+{
+	int dev, n;
+
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+		return 132;
+	return n;
+}
+
 /* The CTAs a walk of l tiles is cut into when none may pass cap. */
 static inline int walk_cuts(int64_t l, int64_t cap)
 {
@@ -463,13 +474,11 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 	int64_t *lmax = (int64_t *)calloc(n ? n : 1, sizeof *lmax), total = 0, cap;
 	int32_t *slotkt = (int32_t *)calloc(n ? n : 1, sizeof *slotkt);
 	int4 *item = NULL;
-	int nsm = 132, dev = 0, ni = 0, ns = 0;
+	const int nsm = sm_count();
+	int ni = 0, ns = 0;
 
 	if (lmax == NULL || slotkt == NULL)
 		goto fail;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-		nsm = 132;
 	for (int kt = 0; kt < n; kt++)
 		for (int hk = 0; hk < s->hkv; hk++) {
 			int64_t len = 0;
