@@ -232,9 +232,8 @@ check)
 	force "" ""
 	# fwd's loop (CTAs that stay, taking fwd's blocks one after another)
 	# on 6 CTAs, so that each takes many: one CTA a block (grid, from a
-	# counter) and CTA pairs (cluster, a wave at a time, or two blocks
-	# from the counter), 128- and 176-key tiles, batch 2, and the tail
-	# split in three
+	# counter) and CTA pairs (cluster, a wave at a time), 128- and 176-key
+	# tiles, batch 2, and the tail split in three
 	force loopfew,grid,k128 ""
 	kb "loop grid bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
 	force loopfew,cluster,k176 ""
