@@ -492,9 +492,16 @@ template <int G> struct wsel { typedef walk W; };
 template <> struct wsel<1> { typedef gwalk W; };
 
 /* Online softmax in the log2 domain: s becomes P, alpha the factor of the
- * old O and l.  A row with nothing allowed so far keeps m = -inf and
- * offset 0: no inf - inf.  l stays this thread's partial sum (the quad
- * adds up at the end). */
+ * old O and l.  The offset m moves only where a row's maximum passes it
+ * by more than 2^LAZY (FlashAttention-4's lazy rescale): P then stays
+ * under 2^LAZY, which neither fp32's l and O nor bf16/fp16's P mind, and
+ * O's rescale, a multiply a register a tile, is skipped on every tile but
+ * the few where some row's offset moved (rescale() below).  A row with
+ * nothing allowed so far keeps m = -inf and offset 0: no inf - inf (the
+ * test's inf - inf is a NaN, which fails it).  l stays this thread's
+ * partial sum (the quad adds up at the end). */
+#define LAZY 8.f
+
 template <int KT = BK>
 static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
 {
@@ -506,9 +513,13 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-		const float off = mx == -INFINITY ? 0.f : mx * sl;
-		alpha[rr] = mx != m[rr] ? ex2(m[rr] * sl - off) : 1.f;
-		m[rr] = mx;
+		if ((mx - m[rr]) * sl > LAZY) {
+			alpha[rr] = ex2((m[rr] - mx) * sl);
+			m[rr] = mx;
+		} else {
+			alpha[rr] = 1.f;
+		}
+		const float off = m[rr] == -INFINITY ? 0.f : m[rr] * sl;
 		float sum = 0;
 #pragma unroll
 		for (int j = 0; j < KT / 8; j++) {
@@ -565,9 +576,12 @@ static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, 
 	wg_fence();
 }
 
-/* O's rows rescaled as their maxima moved (thread's two rows: alpha). */
+/* O's rows rescaled as their offsets moved (thread's two rows: alpha),
+ * skipped by the warp where none of its rows' did (softmax()'s LAZY). */
 template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
 {
+	if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+		return;
 #pragma unroll
 	for (int j = 0; j < HD / 8; j++) {
 		o[4 * j] *= alpha[0];
