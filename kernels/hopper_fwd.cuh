@@ -577,10 +577,12 @@ static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, 
 }
 
 /* O's rows rescaled as their offsets moved (thread's two rows: alpha),
- * skipped by the warp where none of its rows' did (softmax()'s LAZY). */
+ * at hd 128 skipped by the warp where none of its rows' did (softmax()'s
+ * LAZY): at hd 64 the branch cost more than its 32 multiplies (H200,
+ * full and causal 8K -6 %, bench/NOTES.md "round 29"). */
 template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
 {
-	if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+	if (HD == 128 && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
 		return;
 #pragma unroll
 	for (int j = 0; j < HD / 8; j++) {
