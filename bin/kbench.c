@@ -19,7 +19,7 @@ static void usage(void)
 	fprintf(stderr,
 	    "usage: kbench [-v] [--check] [-k KERNEL,...] [-p fwd,bwd] [-H HQ:HKV] [-D HEADDIM]\n"
 	    "              [-t bf16|fp16] [-b BATCH] [-w WARMUP] [-n ITERS] [--device N]\n"
-	    "              [-s SEED] [--deterministic] MASKFILE...\n"
+	    "              [-s SEED] [--qscale F] [--deterministic] MASKFILE...\n"
 	    "       kbench -l\n"
 	    "  -k, --kernel LIST   kernels, or all of this build and device (default: the\n"
 	    "                      fastest on the GPU, hopper on sm_90, else flash; cpu)\n"
@@ -31,6 +31,7 @@ static void usage(void)
 	    "  -w, --warmup N      untimed iterations (default 5)\n"
 	    "  -n, --iters N       timed iterations (default 20)\n"
 	    "  -s, --seed N        seed of the random inputs (default 1)\n"
+	    "      --qscale F      Q's values times F, logits F times wider (default 1)\n"
 	    "      --check         compare with the fp64 reference; a mismatch is `wrong'\n"
 	    "      --deterministic bwd with the same bits on every run (kernel label NAME+det)\n"
 	    "      --device N      the CUDA device (default 0)\n"
@@ -184,6 +185,7 @@ int main(int argc, char *argv[])
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 's' },
+		{ "qscale", required_argument, NULL, 'Q' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "deterministic", no_argument, NULL, 'd' },
 		{ "device", required_argument, NULL, 'G' },
@@ -200,6 +202,7 @@ int main(int argc, char *argv[])
 	int ch, ngpu = -1, bad = 0, nname = 0;
 	unsigned flags = 0;
 	uint64_t seed = 1;
+	double qscale = 1;
 	struct mask *masks;
 	int nmask;
 
@@ -221,6 +224,7 @@ int main(int argc, char *argv[])
 		case 'w': warmup = (int)parse_int(optarg, "warm-up", 0, 100000, 1); break;
 		case 'n': iters = (int)parse_int(optarg, "iterations", 1, 100000, 1); break;
 		case 's': seed = (uint64_t)parse_int(optarg, "seed", 0, INT64_MAX, 0); break;
+		case 'Q': qscale = parse_double(optarg, "--qscale", 1e-3, 1e3); break;
 		case 'C': check = 1; break;
 		case 'd': flags |= ATTN_DETERMINISTIC; break;
 		case 'G': device = (int)parse_int(optarg, "device", 0, 1023, 0); break;
@@ -312,7 +316,7 @@ int main(int argc, char *argv[])
 			for (int pi = 0; pi < npass; pi++) {
 				struct kb_job j = {
 					.kern = kern[ki], .mask = &masks[mi], .pass = passes[pi],
-					.warmup = warmup, .iters = iters, .check = check, .seed = seed,
+					.warmup = warmup, .iters = iters, .check = check, .seed = seed, .qscale = qscale,
 					.shape = { .sq = masks[mi].sq, .sk = masks[mi].sk, .batch = batch,
 					           .hq = hq, .hkv = hkv, .hd = hd, .dtype = dtype,
 					           .scale = 1.0 / sqrt((double)hd), .flags = flags },

@@ -23,6 +23,7 @@ enum { FILLBLK = 1 << 16 };
 struct filljob {
 	uint16_t *x;
 	uint64_t seed;
+	double scale;
 	int dtype;
 };
 
@@ -36,13 +37,13 @@ static void fill_blocks(void *arg, int64_t i0, int64_t i1)
 	rng_seed(&g, rng_splitmix(&z));
 	ref_randn(&g, tmp, (size_t)(i1 - i0));
 	for (int64_t i = i0; i < i1; i++)
-		f->x[i] = half_to(f->dtype, (float)tmp[i - i0]);
+		f->x[i] = half_to(f->dtype, (float)(f->scale * tmp[i - i0]));
 	free(tmp);
 }
 
-static void *fill(uint64_t seed, int t, int dtype, size_t n)
+static void *fill(uint64_t seed, int t, int dtype, double scale, size_t n)
 {
-	struct filljob f = { .x = xmalloc((n ? n : 1) * sizeof *f.x), .dtype = dtype };
+	struct filljob f = { .x = xmalloc((n ? n : 1) * sizeof *f.x), .scale = scale, .dtype = dtype };
 	uint64_t z = seed ^ (uint64_t)(t + 1) * 0x9e3779b97f4a7c15ULL;
 
 	f.seed = rng_splitmix(&z);
@@ -50,20 +51,21 @@ static void *fill(uint64_t seed, int t, int dtype, size_t n)
 	return f.x;
 }
 
-/* The inputs of the last shape and seed: every kernel and pass of a mask
- * (and every mask of one length) sees the same tensors, made once. */
+/* The inputs of the last shape, seed and scale: every kernel and pass of
+ * a mask (and every mask of one length) sees the same tensors, made once. */
 static struct {
 	struct attn_shape s;
 	uint64_t seed;
+	double qscale;
 	struct kb_data d;
 	int have;
 } in;
 
 static int same_shape(const struct attn_shape *a, const struct attn_shape *b);
 
-void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed)
+void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed, double qscale)
 {
-	if (in.have && same_shape(&in.s, s) && in.seed == seed) {
+	if (in.have && same_shape(&in.s, s) && in.seed == seed && in.qscale == qscale) {
 		*d = in.d;
 		return;
 	}
@@ -72,12 +74,13 @@ void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed)
 		in.have = 0;
 	}
 	ref_sizes(s, &d->nq, &d->nk, &d->nl);
-	d->q = fill(seed, 0, s->dtype, d->nq);
-	d->k = fill(seed, 1, s->dtype, d->nk);
-	d->v = fill(seed, 2, s->dtype, d->nk);
-	d->dout = fill(seed, 3, s->dtype, d->nq);
+	d->q = fill(seed, 0, s->dtype, qscale, d->nq);
+	d->k = fill(seed, 1, s->dtype, 1, d->nk);
+	d->v = fill(seed, 2, s->dtype, 1, d->nk);
+	d->dout = fill(seed, 3, s->dtype, 1, d->nq);
 	in.s = *s;
 	in.seed = seed;
+	in.qscale = qscale;
 	in.d = *d;
 	in.have = 1;
 }
@@ -108,12 +111,13 @@ const char *kb_unsupported(const struct kb_job *j)
 	return k->check != NULL ? k->check(s, j->mask, j->pass) : NULL;
 }
 
-/* ---- the reference, kept for the last (mask, shape, seed) ------------------- */
+/* ---- the reference, kept for the last (mask, shape, seed, scale) ------------ */
 
 static struct {
 	const struct mask *m;
 	struct attn_shape s;
 	uint64_t seed;
+	double qscale;
 	int have;                       /* PASS_FWD | PASS_BWD computed */
 	double *o, *lse, *dq, *dk, *dv;
 } cache;
@@ -147,7 +151,7 @@ static int reference(const struct kb_job *j, const struct kb_data *d, char *err,
 	struct ref r;
 	double *q, *k, *v, *g;
 
-	if (cache.m != j->mask || !same_shape(&cache.s, s) || cache.seed != j->seed)
+	if (cache.m != j->mask || !same_shape(&cache.s, s) || cache.seed != j->seed || cache.qscale != j->qscale)
 		cache_drop();
 	if (cache.have & j->pass)
 		return 0;
@@ -156,6 +160,7 @@ static int reference(const struct kb_job *j, const struct kb_data *d, char *err,
 	cache.m = j->mask;
 	cache.s = *s;
 	cache.seed = j->seed;
+	cache.qscale = j->qscale;
 	q = widen(s->dtype, d->q, d->nq);
 	k = widen(s->dtype, d->k, d->nk);
 	v = widen(s->dtype, d->v, d->nk);
@@ -282,7 +287,7 @@ void kb_run_host(const struct kb_job *j, struct kb_result *r)
 	for (int i = 0; i < KB_NERR; i++)
 		r->err[i] = -1;
 	r->same = -1;
-	kb_inputs(&d, s, j->seed);
+	kb_inputs(&d, s, j->seed, j->qscale);
 	rc = j->kern->init(&st, s, j->mask, err, sizeof err);
 	if (rc != KERN_OK) {
 		r->status = rc == KERN_OOM ? KB_OOM : KB_ERROR;

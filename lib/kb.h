@@ -21,6 +21,7 @@ struct kb_job {
 	int warmup, iters;
 	int check;
 	uint64_t seed;
+	double qscale;              /* Q's values times this (1: standard normals) */
 };
 
 enum { KB_O, KB_LSE, KB_DQ, KB_DK, KB_DV, KB_NERR };
@@ -35,13 +36,14 @@ struct kb_result {
 	int same;                   /* bwd --check: a second run gave the same bits (1), not (0); -1 */
 };
 
-/* Inputs in the dtype from the seed: q, k, v, dout.  The last set is
- * kept (kb_data_free does not free it), so rows of one shape share it. */
+/* Inputs in the dtype from the seed, standard normals (q times qscale):
+ * q, k, v, dout.  The last set is kept (kb_data_free does not free it),
+ * so rows of one shape share it. */
 struct kb_data {
 	void *q, *k, *v, *dout;
 	size_t nq, nk, nl;          /* elements: q-side, kv-side, lse */
 };
-void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed);
+void kb_inputs(struct kb_data *d, const struct attn_shape *s, uint64_t seed, double qscale);
 void kb_data_free(struct kb_data *d);
 
 /* NULL if the kernel can run the job, else why (caps, then its check). */
@@ -67,8 +69,9 @@ int  kb_gpu_count(void);
  * message if it cannot. */
 int  kb_gpu_open(int dev, char *name, size_t len, char *err, size_t errlen);
 void kb_run_gpu(const struct kb_job *j, struct kb_result *r);
-/* lib/kb_fill.cu: n standard normals in the dtype on the device, tensor
- * `which` (0 q, 1 k, 2 v, 3 dout) of the seed; -1 if the launch failed. */
-int  kb_fill_dev(void *p, size_t n, int dtype, uint64_t seed, int which, void *stream);
+/* lib/kb_fill.cu: n standard normals times scale in the dtype on the
+ * device, tensor `which` (0 q, 1 k, 2 v, 3 dout) of the seed; -1 if the
+ * launch failed. */
+int  kb_fill_dev(void *p, size_t n, int dtype, uint64_t seed, int which, double scale, void *stream);
 
 #endif

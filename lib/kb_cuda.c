@@ -127,16 +127,16 @@ void kb_run_gpu(const struct kb_job *j, struct kb_result *r)
 	 * --check needs the host copies; timed rows make theirs on the device
 	 * (the host fill of a million tokens takes minutes). */
 	if (j->check) {
-		kb_inputs(&d, s, j->seed);
+		kb_inputs(&d, s, j->seed, j->qscale);
 		cudaMemcpy(io.q, d.q, nq2, cudaMemcpyHostToDevice);
 		cudaMemcpy(io.k, d.k, nk2, cudaMemcpyHostToDevice);
 		cudaMemcpy(io.v, d.v, nk2, cudaMemcpyHostToDevice);
 		if (j->pass == PASS_BWD)
 			cudaMemcpy(io.dout, d.dout, nq2, cudaMemcpyHostToDevice);
-	} else if (kb_fill_dev(io.q, nq2 / 2, s->dtype, j->seed, 0, stream) ||
-	    kb_fill_dev(io.k, nk2 / 2, s->dtype, j->seed, 1, stream) ||
-	    kb_fill_dev(io.v, nk2 / 2, s->dtype, j->seed, 2, stream) ||
-	    (j->pass == PASS_BWD && kb_fill_dev(io.dout, nq2 / 2, s->dtype, j->seed, 3, stream))) {
+	} else if (kb_fill_dev(io.q, nq2 / 2, s->dtype, j->seed, 0, j->qscale, stream) ||
+	    kb_fill_dev(io.k, nk2 / 2, s->dtype, j->seed, 1, 1, stream) ||
+	    kb_fill_dev(io.v, nk2 / 2, s->dtype, j->seed, 2, 1, stream) ||
+	    (j->pass == PASS_BWD && kb_fill_dev(io.dout, nq2 / 2, s->dtype, j->seed, 3, 1, stream))) {
 		cuda_failed(r, "input fill");
 		goto out;
 	}

@@ -20,7 +20,7 @@ static __host__ __device__ __forceinline__ uint64_t mix(uint64_t z)
 
 /* Box-Muller on two 32-bit uniforms in (0,1]: a pair of normals per hash. */
 template <typename T>
-__global__ void kb_randn(T *x, size_t n, uint64_t key)
+__global__ void kb_randn(T *x, size_t n, uint64_t key, float scale)
 {
 	for (size_t i = 2 * ((size_t)blockIdx.x * blockDim.x + threadIdx.x); i < n;
 	    i += 2 * (size_t)gridDim.x * blockDim.x) {
@@ -29,20 +29,20 @@ __global__ void kb_randn(T *x, size_t n, uint64_t key)
 		float u2 = (uint32_t)(h >> 32) * 2.3283064365386963e-10f;
 		float r = sqrtf(-2.0f * logf(u1)), s, c;
 		sincospif(2.0f * u2, &s, &c);
-		x[i] = (T)(r * c);
+		x[i] = (T)(scale * r * c);
 		if (i + 1 < n)
-			x[i + 1] = (T)(r * s);
+			x[i + 1] = (T)(scale * r * s);
 	}
 }
 
-extern "C" int kb_fill_dev(void *p, size_t n, int dtype, uint64_t seed, int which, void *stream)
+extern "C" int kb_fill_dev(void *p, size_t n, int dtype, uint64_t seed, int which, double scale, void *stream)
 {
 	uint64_t key = mix(seed * 4 + (uint64_t)which + 1);
 	cudaStream_t st = (cudaStream_t)stream;
 
 	if (dtype == DT_BF16)
-		kb_randn<<<132 * 8, 256, 0, st>>>((__nv_bfloat16 *)p, n, key);
+		kb_randn<<<132 * 8, 256, 0, st>>>((__nv_bfloat16 *)p, n, key, (float)scale);
 	else
-		kb_randn<<<132 * 8, 256, 0, st>>>((__half *)p, n, key);
+		kb_randn<<<132 * 8, 256, 0, st>>>((__half *)p, n, key, (float)scale);
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

@@ -11,7 +11,8 @@
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks; and dQ converted by the CTAs under fuse and
 #                      fusez; 64-key k-tiles forced on every pattern):
-#                      every row ok, a bwd row's second run
+#                      logits eight times wider (--qscale 8) on every
+#                      fwd path: every row ok, a bwd row's second run
 #                      checked too where its bits differ;
 #                      a kernel that lists det (kbench -l) also runs its
 #                      deterministic bwd twice a row: the same bits.
@@ -295,6 +296,19 @@ check)
 	force split,k176,cluster ""
 	kb "split k176 forced cluster fp16 4:1 hd128 batch 2" -p fwd -t fp16 -H 4:1 -D 128 -b 2 $M/*.1000.amask \
 	    $M/causal.3001.amask $M/sliding_window.3001.amask
+	# logits eight times wider (--qscale 8): rows' maxima move from tile
+	# to tile, so the fwd's lazy offset moves and O's rescale runs, on
+	# every fwd path (hopper_fwd.cuh's softmax)
+	force "" ""
+	kb "qscale 8 bf16 8:2 hd128" --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/causal.3001.amask \
+	    $M/full.8192.amask
+	kb "qscale 8 fp16 4:4 hd64" --qscale 8 -t fp16 -H 4:4 -D 64 $M/*.1000.amask
+	[ "$KERN" = hopper ] && paths="grid cluster gather pair64 loopfew,cluster,k176 loopfew,grid,k176,split split,grid"
+	for v in ${paths:-}; do
+		force $v ""
+		kb "qscale 8 $v bf16 8:2 hd128" -p fwd --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask \
+		    $M/causal.3001.amask
+	done
 	force "" ""
 	if "$KBENCH" -l | awk -v k="$KERN" '$1 == k && $2 ~ /(^|,)det(,|$)/ { f = 1 } END { exit !f }'; then
 		kb "det bf16 8:2 hd128" -p bwd --deterministic -t bf16 -H 8:2 -D 128 $M/causal.1000.amask \

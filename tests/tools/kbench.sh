@@ -37,6 +37,12 @@ check "--check passes on cpu (GQA 4:1, block-sparse too)" sh -c "[ $rc -eq 0 ] &
 check "-v prints the relative errors" grep -q 'err_o .* err_lse' "$T/chk.err"
 kbench --check $K -t fp16 -p bwd "$T/causal.amask" >"$T/f16.tsv" 2>/dev/null
 check "--check passes in fp16" sh -c "[ $? -eq 0 ] && awk -F'\t' 'NR == 2 && \$11 == \"fp16\" && \$16 == \"ok\" { f = 1 } END { exit !f }' '$T/f16.tsv'"
+# --qscale: q drawn wider, so rows' maxima move from tile to tile (the
+# online softmax's rescale); the inputs differ, so the errors do too
+kbench --check -v $K --qscale 8 "$T/causal.amask" "$T/cdoc.amask" >"$T/qs.tsv" 2>"$T/qs.err"
+check "--check passes with --qscale 8 (fwd and bwd)" sh -c "[ $? -eq 0 ] && [ \$(awk -F'\t' 'NR > 1 && \$16 == \"ok\"' '$T/qs.tsv' | wc -l) -eq 4 ]"
+kbench --check -v $K "$T/causal.amask" "$T/cdoc.amask" >/dev/null 2>"$T/qs1.err"
+check "--qscale reaches the inputs (other errors)" sh -c "grep -q err_o '$T/qs.err' && ! cmp -s '$T/qs.err' '$T/qs1.err'"
 LONGATTN_FAULT=cpu kbench --check $K "$T/causal.amask" >"$T/wrong.tsv" 2>"$T/wrong.err"
 rc=$?
 check "a perturbed kernel is wrong, exit 1" [ $rc -eq 1 ]
@@ -82,6 +88,8 @@ bad "kbench: unknown kernel" "" kbench -k nosuch "$T/causal.amask"
 bad "kbench: iterations 0" "" kbench -k cpu -n 0 "$T/causal.amask"
 bad "kbench: bad pass" "" kbench -k cpu -p sideways "$T/causal.amask"
 bad "kbench: bad dtype" "" kbench -k cpu -t fp8 "$T/causal.amask"
+bad "kbench: --qscale 0" "" kbench -k cpu --qscale 0 "$T/causal.amask"
+bad "kbench: --qscale not a number" "" kbench -k cpu --qscale wide "$T/causal.amask"
 bad "kbench: mask heads do not divide" "" kbench -k cpu -H 6:2 "$T/bsu.amask"
 kbench -k cpu >/dev/null 2>"$T/usage"
 check "no mask file: exit 2 and the usage" sh -c "[ $? -eq 2 ] && grep -q '^usage: kbench' '$T/usage'"
