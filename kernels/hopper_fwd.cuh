@@ -496,13 +496,15 @@ template <> struct wsel<1> { typedef gwalk W; };
  * by more than 2^LAZY (FlashAttention-4's lazy rescale): P then stays
  * under 2^LAZY, which neither fp32's l and O nor bf16/fp16's P mind, and
  * O's rescale, a multiply a register a tile, is skipped on every tile but
- * the few where some row's offset moved (rescale() below).  A row with
- * nothing allowed so far keeps m = -inf and offset 0: no inf - inf (the
- * test's inf - inf is a NaN, which fails it).  l stays this thread's
- * partial sum (the quad adds up at the end). */
+ * the few where some row's offset moved (rescale() below).  At hd 64 (LZ
+ * false) the offset is the maximum, as before: there the test cost 2-4 %
+ * (H100, bench/NOTES.md "round 29").  A row with nothing allowed so far
+ * keeps m = -inf and offset 0: no inf - inf (LAZY's test on inf - inf is
+ * a NaN, which fails it).  l stays this thread's partial sum (the quad
+ * adds up at the end). */
 #define LAZY 8.f
 
-template <int KT = BK>
+template <int KT = BK, bool LZ = false>
 static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
 {
 #pragma unroll
@@ -513,13 +515,20 @@ static __device__ __forceinline__ void softmax(float *s, float *m, float *l, flo
 			mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rr], s[4 * j + 2 * rr + 1]));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-		if ((mx - m[rr]) * sl > LAZY) {
-			alpha[rr] = ex2((m[rr] - mx) * sl);
+		float off;
+		if (!LZ) {
+			off = mx == -INFINITY ? 0.f : mx * sl;
+			alpha[rr] = mx != m[rr] ? ex2(m[rr] * sl - off) : 1.f;
 			m[rr] = mx;
 		} else {
-			alpha[rr] = 1.f;
+			if ((mx - m[rr]) * sl > LAZY) {
+				alpha[rr] = ex2((m[rr] - mx) * sl);
+				m[rr] = mx;
+			} else {
+				alpha[rr] = 1.f;
+			}
+			off = m[rr] == -INFINITY ? 0.f : m[rr] * sl;
 		}
-		const float off = m[rr] == -INFINITY ? 0.f : m[rr] * sl;
 		float sum = 0;
 #pragma unroll
 		for (int j = 0; j < KT / 8; j++) {
@@ -578,8 +587,7 @@ static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, 
 
 /* O's rows rescaled as their offsets moved (thread's two rows: alpha),
  * at hd 128 skipped by the warp where none of its rows' did (softmax()'s
- * LAZY): at hd 64 the branch cost more than its 32 multiplies (H200,
- * full and causal 8K -6 %, bench/NOTES.md "round 29"). */
+ * LAZY; at hd 64 there is no LAZY). */
 template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
 {
 	if (HD == 128 && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
@@ -1009,7 +1017,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			if (lane == 0 && (CL == 1 || P || it < nrel))
 				release<CL>(bEK + 8 * st, peer);
 			mask_tile<KT>(s, a, w, qr, kq, q0);
-			softmax<KT>(s, m, l, alpha, a.sl);
+			softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
 		};
 		if (w.more()) {
 			const int st = it % S;
@@ -1291,7 +1299,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	if (lane == 0)
 		bar_arrive(bEK);
 	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
-	softmax<KT>(s, m, l, alpha, a.sl);
+	softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
 	to_p<T, KT>(p, s);
 	it = 1;
 	for (;;) {
@@ -1343,7 +1351,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			m[0] = m[1] = -INFINITY;
 			l[0] = l[1] = 0;
 		}
-		softmax<KT>(s, m, l, alpha, a.sl);
+		softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<KT / 16>(p);
