@@ -90,7 +90,11 @@ done
 completed() {
 	s=$(state "$2")
 	if [ "$s" = "COMPLETED 0:0" ]; then pass "$1"
-	else fail "$1" "job $2: $s; $(grep -v ' row ' "$3" | grep -i -m 5 'fail\|error\|not found'); last lines: $(tail -n 8 "$3" 2>&1)"; fi
+	else fail "$1" "job $2: $s; $(grep -v ' row ' "$3" | grep -i -m 5 'fail\|error\|not found'); last lines: $(tail -n 8 "$3" 2>&1)"
+		# a crash: its handler's lines and the frames after them (cpbench's
+		# crash_report, or Open MPI's while MPI_Init's handlers are in
+		# place), which the lines above cut off (bench/NOTES.md, round 29)
+		grep -A 24 'crashed (signal\|Failing at address' "$3" 2>/dev/null | head -n 60 | sed 's/^/# /'; fi
 }
 
 # sweep NAME ID DIR: NAME's job completed and left DIR/NAME-*.tsv (in $f)
