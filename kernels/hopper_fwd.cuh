@@ -496,13 +496,18 @@ template <> struct wsel<1> { typedef gwalk W; };
  * by more than 2^LAZY (FlashAttention-4's lazy rescale): P then stays
  * under 2^LAZY, which neither fp32's l and O nor bf16/fp16's P mind, and
  * O's rescale, a multiply a register a tile, is skipped on every tile but
- * the few where some row's offset moved (rescale() below).  At hd 64 (LZ
- * false) the offset is the maximum, as before: there the test cost 2-4 %
- * (H100, bench/NOTES.md "round 29").  A row with nothing allowed so far
- * keeps m = -inf and offset 0: no inf - inf (LAZY's test on inf - inf is
- * a NaN, which fails it).  l stays this thread's partial sum (the quad
+ * the few where some row's offset moved (rescale() below).  At hd 64
+ * (lazy() false) the offset is the maximum, as before: there the test cost
+ * 2-4 % (H100, bench/NOTES.md "round 29").  A row with nothing allowed so
+ * far keeps m = -inf and offset 0: no inf - inf (LAZY's test on inf - inf
+ * is a NaN, which fails it).  l stays this thread's partial sum (the quad
  * adds up at the end). */
-#define LAZY 8.f
+static constexpr float LAZY = 8.f;
+
+static constexpr __host__ __device__ bool lazy(int hd)
+{
+	return hd == 128;
+}
 
 template <int KT = BK, bool LZ = false>
 static __device__ __forceinline__ void softmax(float *s, float *m, float *l, float *alpha, float sl)
@@ -586,11 +591,11 @@ static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, 
 }
 
 /* O's rows rescaled as their offsets moved (thread's two rows: alpha),
- * at hd 128 skipped by the warp where none of its rows' did (softmax()'s
- * LAZY; at hd 64 there is no LAZY). */
+ * where the offsets are lazy skipped by the warp where none of its rows'
+ * did (softmax()). */
 template <int HD> static __device__ __forceinline__ void rescale(float *o, const float *alpha)
 {
-	if (HD == 128 && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+	if (lazy(HD) && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
 		return;
 #pragma unroll
 	for (int j = 0; j < HD / 8; j++) {
@@ -1017,7 +1022,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			if (lane == 0 && (CL == 1 || P || it < nrel))
 				release<CL>(bEK + 8 * st, peer);
 			mask_tile<KT>(s, a, w, qr, kq, q0);
-			softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
+			softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		};
 		if (w.more()) {
 			const int st = it % S;
@@ -1299,7 +1304,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	if (lane == 0)
 		bar_arrive(bEK);
 	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
-	softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
+	softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
 	to_p<T, KT>(p, s);
 	it = 1;
 	for (;;) {
@@ -1351,7 +1356,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			m[0] = m[1] = -INFINITY;
 			l[0] = l[1] = 0;
 		}
-		softmax<KT, HD == 128>(s, m, l, alpha, a.sl);
+		softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		wg_wait<0>();
 		pin<NO>(o);
 		pin<KT / 16>(p);

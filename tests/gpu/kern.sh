@@ -303,8 +303,9 @@ check)
 	kb "qscale 8 bf16 8:2 hd128" --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/causal.3001.amask \
 	    $M/full.8192.amask
 	kb "qscale 8 fp16 4:4 hd64" --qscale 8 -t fp16 -H 4:4 -D 64 $M/*.1000.amask
+	paths=
 	[ "$KERN" = hopper ] && paths="grid cluster gather pair64 loopfew,cluster,k176 loopfew,grid,k176,split split,grid"
-	for v in ${paths:-}; do
+	for v in $paths; do
 		force $v ""
 		kb "qscale 8 $v bf16 8:2 hd128" -p fwd --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask \
 		    $M/causal.3001.amask
