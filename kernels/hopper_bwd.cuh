@@ -185,10 +185,10 @@ template <int HD> struct ai { static constexpr bool on = HD == 128; };
  * every real row is one warp's), in the pass that reads O and dO, instead
  * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
  * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled").
- * dq non-NULL (fuse): the row's dQ written as zeros where no k-tile adds
- * to its q-tile (tgt 0), since no CTA converts that tile; and a q-tile's
- * first row sets the tile's count in cnt to its target, which the k-tiles'
- * adds count down. */
+ * dq non-NULL (fuse, solo): the row's dQ written as zeros where no k-tile
+ * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
+ * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
+ * to its target, which the k-tiles' adds count down. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L, float rscale,
     int sq, int sqp, int hq, const int2 *qtile, float *dqa,
@@ -242,7 +242,7 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 				*(uint32_t *)(dq + src + i) = 0;
 		}
 	}
-	if (dq != NULL && lane == 0 && q % BQ == 0)
+	if (cnt != NULL && lane == 0 && q % BQ == 0)
 		cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tgt[(h / mgroup) * (sqp / BQ) + q / BQ];
 	if (lane == 0) {
 		const int64_t dst = (b * hq + h) * sqp + q;
@@ -566,6 +566,31 @@ template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, c
 		}
 }
 
+/* solo (hb_solo: each q-tile's dQ comes from one step of one CTA): a
+ * consumer's dQ columns c0.. of q-tile w.t written, scaled, straight into
+ * dq up to the tile's real rows (a TMA store of the whole box would write
+ * over the next document's rows, past a gap), with no workspace to zero,
+ * add to or convert. */
+template <typename T, int HD, int N>
+static __device__ __forceinline__ void dq_solo(const args &a, const bwalk &w, int hk, int b, const float (&dq)[N], int c0,
+    int wi, int g, int t4)
+{
+	const int h = hk * a.group + w.gi;
+	const int2 qt = a.qtile != NULL ? a.qtile[w.t] : make_int2(w.t * BQ, min(BQ, a.sq - w.t * BQ));
+	const int64_t ld = (int64_t)a.hq * HD;
+	T *o = (T *)a.dq + ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c0 + 2 * t4;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int r = wi * 16 + g + rr * 8;
+		if (r < qt.y) {
+#pragma unroll
+			for (int j = 0; j < N / 4; j++)
+				*(uint32_t *)(o + r * ld + 8 * j) = dt<T>::pack(dq[4 * j + 2 * rr] * a.scale,
+				    dq[4 * j + 2 * rr + 1] * a.scale);
+		}
+	}
+}
+
 /* dK (scaled) and dV of key rows kr + g and + 8 of k-tile kt (BKT keys):
  * added to the tile's fp32 slot where its walk is split (item.w), else
  * written, up to the keys the tile holds (read here, not kept through the
@@ -765,7 +790,8 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 
 /* The last warpgroup (NT..NT+127) is the producer: one thread loads the
  * tiles, one warp adds the staged dQ to the workspace; the two consumers
- * get its registers.  X: bit 0 q-major walks (hb_qm), bit 1 fuse, each
+ * get its registers.  X: bit 0 q-major walks (hb_qm), bit 1 fuse, bit 2
+ * solo (hb_solo: no reducing warp, the consumers write dQ), each
  * its own instantiation: with both as runtime branches in the one kernel,
  * full 128K bwd took 11 % longer (H100, round 13), though neither ran. */
 template <typename T, int HD, bool DET, bool HALF, int X>
@@ -773,7 +799,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
     const __grid_constant__ CUtensorMap tdo, const __grid_constant__ CUtensorMap tk,
     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdq, const args a)
 {
-	constexpr bool QM = X & 1, FUSE = !DET && (X & 2);
+	constexpr bool QM = X & 1, FUSE = !DET && (X & 2), SOLO = !DET && !FUSE && (X & 4);
 	typedef lay_smem<HD> M;
 	/* ONE: one consumer a tile computes and stages the whole dQ; NCQ
 	 * consumers stage a tile's dQ, BPX boxes of 32 columns each */
@@ -839,7 +865,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
-		} else if (wi == 1) {
+		} else if (wi == 1 && !SOLO) {
 			/* dQ: the staged boxes of 32 columns added to the workspace
 			 * by TMA, consumer by consumer (HD 128: its 64 columns; HD
 			 * 64: one consumer's, all 64); the boxes are free once the
@@ -1082,7 +1108,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA) */
-		if (mine) {
+		if (mine && SOLO) {
+			reg_fence(dq);
+			dq_solo<T, HD>(a, cur, hk, b, dq, ONE ? 0 : wg * 64, wi, g, t4);
+		} else if (mine) {
 			const int x = ONE ? 0 : wg;
 			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
 			const int odd = g & 1;
@@ -1128,6 +1157,7 @@ struct state {
 	int32_t *tgt;
 	int *q, qtotal, fconv;     /* args' (fuse_targets), with its two counters after q */
 	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
+	int solo;                  /* hb_solo: tgt as fuse's; no workspace, no dq_out */
 	int skv;                   /* its sk, or 0 */
 };
 
@@ -1182,7 +1212,7 @@ static void fini(void *st)
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
  * prep), qm and noqm (hb_qm), fuse and fusez
- * (fuse_targets), why (a line on stderr: the tiles and walks init chose). */
+ * (fuse_targets), nosolo (hb_solo), why (a line on stderr: the tiles and walks init chose). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1574,28 +1604,38 @@ static int items(struct state *f, const struct plan *p)
 	return rc;
 }
 
+/* Per row of the (untransposed, padded) plan p, the k-tiles that add to
+ * its q-tile: every (k-tile, q-tile, q-head) is one CTA's once, whatever
+ * the walks' cuts; *live the rows with some, *most the largest count.
+ * NULL: out of host memory. */
+static int32_t *row_targets(const struct plan *p, int *live, int *most)
+{
+	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
+
+	*live = *most = 0;
+	for (int r = 0; tgt != NULL && r < p->nrows; r++) {
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
+		*live += tgt[r] > 0;
+		*most = tgt[r] > *most ? tgt[r] : *most;
+	}
+	return tgt;
+}
+
 /* LONGATTN_HOPPER_BWD=fuse (fusez: the workspace left zero by the
  * conversion, not zeroed by prep): the CTA whose count completes a dQ
  * tile queues it (fin_run), converting CTAs write it into dq (fin_conv),
  * and there is no dq_out pass, which read the whole fp32 workspace back
  * from DRAM (1.6 GB and 0.56 ms of a 5.4 ms pass on pile
  * causal documents at 32K, whose main kernel took 4.0 ms: H100, ncu,
- * 2026-11-26, sixth session).  Per row of the (untransposed, padded)
- * plan p, the k-tiles that add to its q-tile: every (k-tile, q-tile,
- * q-head) is one CTA's once, whatever the walks' cuts. */
+ * 2026-11-26, sixth session).  tgt: row_targets. */
 static int fuse_targets(struct state *f, const struct plan *p, int mode)
 {
-	int32_t *tgt = (int32_t *)calloc(p->nrows ? p->nrows : 1, sizeof *tgt);
-	int rc;
+	int most, rc;
+	int32_t *tgt = row_targets(p, &f->qtotal, &most);
 
 	if (tgt == NULL)
 		return KERN_ERR;
-	f->qtotal = 0;
-	for (int r = 0; r < p->nrows; r++) {
-		for (int e = p->row[r]; e < p->row[r + 1]; e++)
-			tgt[r] += p->ent[e].t1 - p->ent[e].t0;
-		f->qtotal += tgt[r] > 0;
-	}
 	f->qtotal *= f->s.batch * (f->s.hq / f->mheads);
 	if (dev_alloc((void **)&f->q, ((size_t)f->qtotal + 2) * sizeof(int)) != 0) {
 		free(tgt);
@@ -1608,6 +1648,35 @@ static int fuse_targets(struct state *f, const struct plan *p, int mode)
 	f->fconv = hb_env("conv4") ? 4 : hb_env("conv8") ? 8 : hb_env("conv32") ? 32 : 16;
 	f->nqt = p->nqt;
 	rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt);
+	free(tgt);
+	return rc;
+}
+
+/* Solo: where no q-tile has dQ from more than one k-tile (documents
+ * under a tile on a padded plan: each its own k-tile and one or two
+ * q-tiles), the consumers write dQ into dq themselves (dq_solo), and the
+ * fp32 workspace is neither zeroed by prep, added to, nor read back by
+ * dq_out: on 48-127-token documents at 32K those were 2.7 of the pass's
+ * 4.4 GB and 1.4 of its 3.0 ms (H100, ncu, round 30).  prep writes the
+ * zeros of q-tiles that no k-tile sees (tgt).  f->solo stays 0 where
+ * some q-tile has more, or with LONGATTN_HOPPER_BWD=nosolo.  KERN_OK,
+ * KERN_ERR or KERN_OOM. */
+static int hb_solo(struct state *f, const struct plan *p)
+{
+	int live, most, rc;
+	int32_t *tgt;
+
+	if (f->det || f->fuse || f->bk != BK || hb_env("nosolo"))
+		return KERN_OK;
+	if ((tgt = row_targets(p, &live, &most)) == NULL)
+		return KERN_ERR;
+	if (most > 1) {
+		free(tgt);
+		return KERN_OK;
+	}
+	f->nqt = p->nqt;
+	if ((rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt)) == KERN_OK)
+		f->solo = 1;
 	free(tgt);
 	return rc;
 }
@@ -1657,8 +1726,8 @@ static int det_items(struct state *f, const struct plan *p, const struct plan *p
 	return rc;
 }
 
-/* The instantiations a run picks from (bwd's X: QM | FUSE; DET has
- * neither). */
+/* The instantiations a run picks from (bwd's X: QM | FUSE, or QM |
+ * SOLO; DET has none). */
 template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 {
 	if constexpr (DET)
@@ -1667,6 +1736,8 @@ template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 	case 1: return (void *)bwd<T, HD, DET, HALF, 1>;
 	case 2: return (void *)bwd<T, HD, DET, HALF, 2>;
 	case 3: return (void *)bwd<T, HD, DET, HALF, 3>;
+	case 4: return (void *)bwd<T, HD, DET, HALF, 4>;
+	case 5: return (void *)bwd<T, HD, DET, HALF, 5>;
 	default: return (void *)bwd<T, HD, DET, HALF, 0>;
 	}
 }
@@ -1674,14 +1745,14 @@ template <typename T, int HD, bool DET, bool HALF> static void *bwd_fn(int x)
 template <typename T, int HD> static cudaError_t set_smem(void)
 {
 	cudaError_t e = cudaSuccess;
-	void *fn[9];
+	void *fn[13];
 
-	for (int x = 0; x < 4; x++) {
+	for (int x = 0; x < 6; x++) {
 		fn[x] = bwd_fn<T, HD, false, false>(x);
-		fn[4 + x] = bwd_fn<T, HD, false, true>(x);
+		fn[6 + x] = bwd_fn<T, HD, false, true>(x);
 	}
-	fn[8] = bwd_fn<T, HD, true, false>(0);
-	for (int i = 0; i < 9 && e == cudaSuccess; i++)
+	fn[12] = bwd_fn<T, HD, true, false>(0);
+	for (int i = 0; i < 13 && e == cudaSuccess; i++)
 		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
 	if constexpr (HD == 128) {
 		if (e == cudaSuccess)
@@ -1797,6 +1868,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
+	if (rc == KERN_OK && (rc = hb_solo(f, &p)) == KERN_OK && f->solo && hb_env("why"))
+		warnx("hopper: bwd: solo: every q-tile's dQ from one k-tile, written by its consumers");
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1820,8 +1893,9 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	CUtensorMap tq, tdo, tk, tv, tdq;
 	int rc;
 
-	/* The workspace is made on first use: a forward-only run needs none. */
-	if (f->dqa == NULL && (dev_alloc((void **)&f->dqa, (size_t)nq * sizeof(float)) != 0 ||
+	/* The workspace is made on first use: a forward-only run needs none,
+	 * nor does solo its dQ. */
+	if (f->L == NULL && ((!f->solo && dev_alloc((void **)&f->dqa, (size_t)nq * sizeof(float)) != 0) ||
 	    dev_alloc((void **)&f->L, (size_t)npad * sizeof(float)) != 0 ||
 	    dev_alloc((void **)&f->D, (size_t)npad * sizeof(float)) != 0 ||
 	    (nws > 0 && dev_alloc((void **)&f->ws, 2 * (size_t)nws * sizeof(float)) != 0) ||
@@ -1831,14 +1905,15 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (rc = tmap(&tdo, io->dout, s->dtype, s->sq, s->hq, HD, s->batch, BQ)) != KERN_OK ||
 	    (rc = tmap(&tk, io->k, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk)) != KERN_OK ||
 	    (rc = tmap(&tv, io->v, s->dtype, s->sk, s->hkv, HD, s->batch, f->bk)) != KERN_OK ||
-	    (rc = tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
+	    (rc = f->solo ? tmap(&tdq, io->dq, s->dtype, s->sq, s->hq, HD, s->batch, BQ) :   /* unused */
+	    tmap(&tdq, f->dqa, s->dtype, s->sq, s->hq, HD, s->batch, BQ, true)) != KERN_OK)
 		return rc;
 	/* prep zeroes dQ's rows as it reads O and dO: a memset wrote every
 	 * line once more (H100, 2026-11-26: 1K causal documents +0.6-1.2 %,
 	 * pile and --long documents +0.6-1.5 %, full and causal level) */
-	const bool pz = f->prepzero && !(f->fuse & 2), dqz = f->dqz;
+	const bool pz = f->prepzero && !(f->fuse & 2) && !f->solo, dqz = f->dqz;
 	f->dqz = 0;             /* until this pass has left it zero again */
-	if (((!f->prepzero || ((f->fuse & 2) && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
+	if ((!f->solo && (!f->prepzero || ((f->fuse & 2) && !dqz)) && cudaMemsetAsync(f->dqa, 0, (size_t)nq * sizeof(float), st) != cudaSuccess) ||
 	    (nws > 0 && cudaMemsetAsync(f->ws, 0, 2 * (size_t)nws * sizeof(float), st) != cudaSuccess) ||
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess) ||
 	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
@@ -1846,7 +1921,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + 7) / 8), s->batch), 256, 0, st>>>(
 	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale), (int)s->sq, f->sqp, s->hq,
 	    f->qtile, pz ? f->dqa : NULL,
-	    f->fuse ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->sem);
+	    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL);
 	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
 		return rc;
 
@@ -1874,7 +1949,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * at 32K against kv-heads fastest). */
 	/* fuse: its converting CTAs first */
 	dim3 grid(f->nitems + (f->fuse ? f->fconv : 0), s->hkv, s->batch);
-	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0);
+	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0) | (f->solo ? 4 : 0);
 	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
 	    bwd_fn<T, HD, false, false>(x);
 	int smem = lay_smem<HD>::TOTAL;
@@ -1904,6 +1979,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		f->dqz = (f->fuse & 2) != 0;
 		return KERN_OK;
 	}
+	if (f->solo)
+		return KERN_OK;
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("hopper bwd", "dq");
 }

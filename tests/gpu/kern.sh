@@ -270,6 +270,22 @@ check)
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
 	force "" ""
+	# documents under a tile (48-127 tokens), each on a k-tile of its own
+	# and one or two q-tiles: hopper's bwd writes dQ from its consumers,
+	# no workspace (solo), on an odd length, hd 64, batch 2 and wide
+	# logits; its why line says it took that path
+	awk 'BEGIN { srand(7); print "len"; for (t = 0; t < 2999; t += l) {
+	    l = 48 + int(rand() * 80); if (t + l > 2999) l = 2999 - t; print l } }' >"$M/short.len"
+	gen full_document 2999 -L "$M/short.len"
+	gen causal_document 2999 -L "$M/short.len"
+	force "" why
+	kb "solo bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*_document.2999.amask
+	kb "solo fp16 4:2 hd64 batch 2" -p bwd -t fp16 -H 4:2 -D 64 -b 2 $M/*_document.2999.amask
+	kb "solo qscale 8" --qscale 8 -p bwd -t bf16 -H 8:2 -D 128 $M/*_document.2999.amask
+	if [ "$KERN" = hopper ] && ! grep -q "bwd: solo" "$OUT/$KERN-check.err"; then
+		echo "not ok $KERN solo: the bwd did not take it on documents under a tile"; rc=1
+	fi
+	force "" ""
 	# 176-key tiles (hopper's fwd and CTA pairs at hd 128) where they
 	# visit little more than 128-key tiles (full, causal), ragged ends,
 	# batch 2; and under its k176 switch wherever no tile has many cuts
