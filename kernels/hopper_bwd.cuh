@@ -189,70 +189,87 @@ template <int HD> struct ai { static constexpr bool on = HD == 128; };
  * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
  * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
  * to its target, which the k-tiles' adds count down. */
+/* prep's shape: a row is PL lanes of 16 bytes, a warp-wide load PR rows,
+ * and each lane has PU such loads of O and of dO in flight, so that a
+ * warp moves 4 KB a round trip (round 30: a warp a row, 512 bytes, ran at
+ * 1.1-1.35 TB/s on both devices, bound by latency, not DRAM) */
+template <int HD> struct pshape {
+	static constexpr int PL = HD / 8, PR = 32 / PL, PU = 4, ROWS = PR * PU * 8;   /* 8 warps a block */
+};
+
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L, float rscale,
     int sq, int sqp, int hq, const int2 *qtile, float *dqa,
     T *dq, const int32_t *tgt, int mgroup, int *cnt)
 {
-	constexpr int PER = HD / 32;
-	/* a warp a row, batch in grid.y: the row's (q, h) by one 32-bit
-	 * division (64-bit ones made this pass issue-bound: ncu, round 9,
-	 * 81 % issue busy at 58 % of DRAM) */
-	const int rb = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-	const int lane = threadIdx.x & 31;
-	if (rb >= sqp * hq)
-		return;
-	const int q = rb / hq;
-	const int h = rb - q * hq;
+	typedef pshape<HD> P;
+	const int lane = threadIdx.x & 31, c = lane % P::PL * 8;
+	/* rows (q, h), h fastest: the block reads one stretch of O and dO.
+	 * The row's (q, h) by one 32-bit division (64-bit ones made this pass
+	 * issue-bound: ncu, round 9) */
+	const int rb0 = (int)(blockIdx.x * P::ROWS + (threadIdx.x >> 5) * P::PR * P::PU) + lane / P::PL;
 	const int64_t b = blockIdx.y;
-	int r = q < sq ? q : -1;
-	if (qtile != NULL) {
-		const int2 t = qtile[q / BQ];
-		r = q % BQ < t.y ? t.x + q % BQ : -1;
+	int q[P::PU], h[P::PU], r[P::PU];
+	uint4 x[P::PU], y[P::PU];
+	float l[P::PU];
+#pragma unroll
+	for (int u = 0; u < P::PU; u++) {
+		const int rb = rb0 + u * P::PR;
+		q[u] = rb / hq;
+		h[u] = rb - q[u] * hq;
+		r[u] = rb < sqp * hq && q[u] < sq ? q[u] : -1;
+		if (qtile != NULL && rb < sqp * hq) {
+			const int2 t = qtile[q[u] / BQ];
+			r[u] = q[u] % BQ < t.y ? t.x + q[u] % BQ : -1;
+		}
 	}
-	float sum = 0;
-	if (r >= 0) {
-		const int64_t src = ((b * sq + r) * hq + h) * HD + lane * PER;
-		/* one load of O and one of dO a lane, one store of dQ's zeros */
-		uint32_t x[PER / 2], y[PER / 2];
-		if constexpr (PER == 4) {
-			const uint2 u = *(const uint2 *)(o + src), v = *(const uint2 *)(dout + src);
-			x[0] = u.x; x[1] = u.y; y[0] = v.x; y[1] = v.y;
-		} else {
-			x[0] = *(const uint32_t *)(o + src);
-			y[0] = *(const uint32_t *)(dout + src);
+	/* every load issued before any is used */
+#pragma unroll
+	for (int u = 0; u < P::PU; u++) {
+		x[u] = y[u] = make_uint4(0, 0, 0, 0);
+		l[u] = -INFINITY;
+		if (r[u] >= 0) {
+			const int64_t src = ((b * sq + r[u]) * hq + h[u]) * HD + c;
+			x[u] = *(const uint4 *)(o + src);
+			y[u] = *(const uint4 *)(dout + src);
+			l[u] = lse[(b * hq + h[u]) * sq + r[u]];
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < P::PU; u++) {
+		const uint32_t xa[4] = {x[u].x, x[u].y, x[u].z, x[u].w}, ya[4] = {y[u].x, y[u].y, y[u].z, y[u].w};
+		float sum = 0;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const float2 a2 = dt<T>::unpack(xa[i]), c2 = dt<T>::unpack(ya[i]);
+			sum += a2.x * c2.x + a2.y * c2.y;
 		}
 #pragma unroll
-		for (int i = 0; i < PER / 2; i++) {
-			const float2 a = dt<T>::unpack(x[i]), c = dt<T>::unpack(y[i]);
-			sum += a.x * c.x + a.y * c.y;
-		}
-		if (dqa != NULL) {
-			if constexpr (PER == 4)
-				*(float4 *)(dqa + src) = make_float4(0.f, 0.f, 0.f, 0.f);
-			else
-				*(float2 *)(dqa + src) = make_float2(0.f, 0.f);
-		}
-#pragma unroll
-		for (int off = 16; off > 0; off >>= 1)
+		for (int off = P::PL / 2; off > 0; off >>= 1)
 			sum += __shfl_xor_sync(0xffffffffu, sum, off);
-		if (dq != NULL && tgt[(h / mgroup) * (sqp / BQ) + q / BQ] == 0) {
-#pragma unroll
-			for (int i = 0; i < PER; i += 2)
-				*(uint32_t *)(dq + src + i) = 0;
+		if (rb0 + u * P::PR >= sqp * hq)
+			continue;
+		const int tg = tgt != NULL ? tgt[(h[u] / mgroup) * (sqp / BQ) + q[u] / BQ] : 1;
+		if (r[u] >= 0) {
+			const int64_t src = ((b * sq + r[u]) * hq + h[u]) * HD + c;
+			if (dqa != NULL) {
+				*(float4 *)(dqa + src) = make_float4(0.f, 0.f, 0.f, 0.f);
+				*(float4 *)(dqa + src + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+			}
+			if (dq != NULL && tg == 0)
+				*(uint4 *)(dq + src) = make_uint4(0, 0, 0, 0);
 		}
-	}
-	if (cnt != NULL && lane == 0 && q % BQ == 0)
-		cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tgt[(h / mgroup) * (sqp / BQ) + q / BQ];
-	if (lane == 0) {
-		const int64_t dst = (b * hq + h) * sqp + q;
-		const float l = r >= 0 ? lse[(b * hq + h) * sq + r] : -INFINITY;
-		if constexpr (ai<HD>::on) {
-			D[dst] = -sum;
-			L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
-		} else {
-			D[dst] = sum;
-			L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+		if (lane % P::PL == 0) {
+			if (cnt != NULL && q[u] % BQ == 0)
+				cnt[(b * hq + h[u]) * (sqp / BQ) + q[u] / BQ] = tg;
+			const int64_t dst = (b * hq + h[u]) * sqp + q[u];
+			if constexpr (ai<HD>::on) {
+				D[dst] = -sum;
+				L[dst] = l[u] == -INFINITY ? -INFINITY : -l[u] * rscale;
+			} else {
+				D[dst] = sum;
+				L[dst] = l[u] == -INFINITY ? INFINITY : l[u] * HB_LOG2E;
+			}
 		}
 	}
 }
@@ -1918,7 +1935,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess) ||
 	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
-	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + 7) / 8), s->batch), 256, 0, st>>>(
+	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + pshape<HD>::ROWS - 1) / pshape<HD>::ROWS), s->batch), 256, 0,
+	    st>>>(
 	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale), (int)s->sq, f->sqp, s->hq,
 	    f->qtile, pz ? f->dqa : NULL,
 	    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL);
