@@ -189,12 +189,14 @@ template <int HD> struct ai { static constexpr bool on = HD == 128; };
  * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
  * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
  * to its target, which the k-tiles' adds count down. */
-/* prep's shape: a row is PL lanes of 16 bytes, a warp-wide load PR rows,
- * and each lane has PU such loads of O and of dO in flight, so that a
- * warp moves 4 KB a round trip (round 30: a warp a row, 512 bytes, ran at
- * 1.1-1.35 TB/s on both devices, bound by latency, not DRAM) */
+/* prep's shape: a lane takes PV 16-byte pieces of a row, all loaded
+ * before any is used, PL lanes a row, PR rows a warp, 8 warps a block.
+ * Round 30 (short documents, ncu, H200): a warp a row moved 512 bytes a
+ * round trip at 1.35 TB/s; four rows a lane in flight, 1.56 TB/s, issue
+ * bound on the rows' index arithmetic (a division each); a row a lane
+ * with its 64 bytes of O and of dO spends that arithmetic once. */
 template <int HD> struct pshape {
-	static constexpr int PL = HD / 8, PR = 32 / PL, PU = 4, ROWS = PR * PU * 8;   /* 8 warps a block */
+	static constexpr int PV = 4, PL = HD / 8 / PV, PR = 32 / PL, ROWS = PR * 8;
 };
 
 template <typename T, int HD>
@@ -203,73 +205,71 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
     T *dq, const int32_t *tgt, int mgroup, int *cnt)
 {
 	typedef pshape<HD> P;
-	const int lane = threadIdx.x & 31, c = lane % P::PL * 8;
-	/* rows (q, h), h fastest: the block reads one stretch of O and dO.
-	 * The row's (q, h) by one 32-bit division (64-bit ones made this pass
+	const int lane = threadIdx.x & 31, pc = lane % P::PL * 8;
+	/* rows (q, h), h fastest, so that a block reads one stretch of O and
+	 * dO; (q, h) by one 32-bit division (64-bit ones made this pass
 	 * issue-bound: ncu, round 9) */
-	const int rb0 = (int)(blockIdx.x * P::ROWS + (threadIdx.x >> 5) * P::PR * P::PU) + lane / P::PL;
+	const int rb = (int)(blockIdx.x * P::ROWS) + (int)(threadIdx.x >> 5) * P::PR + lane / P::PL;
+	const int q = rb / hq, h = rb - q * hq;
 	const int64_t b = blockIdx.y;
-	int q[P::PU], h[P::PU], r[P::PU];
-	uint4 x[P::PU], y[P::PU];
-	float l[P::PU];
-#pragma unroll
-	for (int u = 0; u < P::PU; u++) {
-		const int rb = rb0 + u * P::PR;
-		q[u] = rb / hq;
-		h[u] = rb - q[u] * hq;
-		r[u] = rb < sqp * hq && q[u] < sq ? q[u] : -1;
-		if (qtile != NULL && rb < sqp * hq) {
-			const int2 t = qtile[q[u] / BQ];
-			r[u] = q[u] % BQ < t.y ? t.x + q[u] % BQ : -1;
-		}
+	const bool in = rb < sqp * hq;
+	int r = in && q < sq ? q : -1;
+	if (qtile != NULL && in) {
+		const int2 t = qtile[q / BQ];
+		r = q % BQ < t.y ? t.x + q % BQ : -1;
 	}
-	/* every load issued before any is used */
+	const int64_t src = r >= 0 ? ((b * sq + r) * hq + h) * HD + pc : 0;
+	uint4 x[P::PV], y[P::PV];
+	float l = -INFINITY;
+	if (r >= 0) {
 #pragma unroll
-	for (int u = 0; u < P::PU; u++) {
-		x[u] = y[u] = make_uint4(0, 0, 0, 0);
-		l[u] = -INFINITY;
-		if (r[u] >= 0) {
-			const int64_t src = ((b * sq + r[u]) * hq + h[u]) * HD + c;
-			x[u] = *(const uint4 *)(o + src);
-			y[u] = *(const uint4 *)(dout + src);
-			l[u] = lse[(b * hq + h[u]) * sq + r[u]];
+		for (int v = 0; v < P::PV; v++) {
+			x[v] = *(const uint4 *)(o + src + v * P::PL * 8);
+			y[v] = *(const uint4 *)(dout + src + v * P::PL * 8);
 		}
-	}
+		l = lse[(b * hq + h) * sq + r];
+	} else {
 #pragma unroll
-	for (int u = 0; u < P::PU; u++) {
-		const uint32_t xa[4] = {x[u].x, x[u].y, x[u].z, x[u].w}, ya[4] = {y[u].x, y[u].y, y[u].z, y[u].w};
-		float sum = 0;
+		for (int v = 0; v < P::PV; v++)
+			x[v] = y[v] = make_uint4(0, 0, 0, 0);
+	}
+	float sum = 0;
+#pragma unroll
+	for (int v = 0; v < P::PV; v++) {
+		const uint32_t xa[4] = {x[v].x, x[v].y, x[v].z, x[v].w}, ya[4] = {y[v].x, y[v].y, y[v].z, y[v].w};
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
 			const float2 a2 = dt<T>::unpack(xa[i]), c2 = dt<T>::unpack(ya[i]);
 			sum += a2.x * c2.x + a2.y * c2.y;
 		}
+	}
 #pragma unroll
-		for (int off = P::PL / 2; off > 0; off >>= 1)
-			sum += __shfl_xor_sync(0xffffffffu, sum, off);
-		if (rb0 + u * P::PR >= sqp * hq)
-			continue;
-		const int tg = tgt != NULL ? tgt[(h[u] / mgroup) * (sqp / BQ) + q[u] / BQ] : 1;
-		if (r[u] >= 0) {
-			const int64_t src = ((b * sq + r[u]) * hq + h[u]) * HD + c;
+	for (int off = P::PL / 2; off > 0; off >>= 1)
+		sum += __shfl_xor_sync(0xffffffffu, sum, off);
+	if (!in)
+		return;
+	const int tg = tgt != NULL ? tgt[(h / mgroup) * (sqp / BQ) + q / BQ] : 1;
+	if (r >= 0) {
+#pragma unroll
+		for (int v = 0; v < P::PV; v++) {
 			if (dqa != NULL) {
-				*(float4 *)(dqa + src) = make_float4(0.f, 0.f, 0.f, 0.f);
-				*(float4 *)(dqa + src + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+				*(float4 *)(dqa + src + v * P::PL * 8) = make_float4(0.f, 0.f, 0.f, 0.f);
+				*(float4 *)(dqa + src + v * P::PL * 8 + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 			if (dq != NULL && tg == 0)
-				*(uint4 *)(dq + src) = make_uint4(0, 0, 0, 0);
+				*(uint4 *)(dq + src + v * P::PL * 8) = make_uint4(0, 0, 0, 0);
 		}
-		if (lane % P::PL == 0) {
-			if (cnt != NULL && q[u] % BQ == 0)
-				cnt[(b * hq + h[u]) * (sqp / BQ) + q[u] / BQ] = tg;
-			const int64_t dst = (b * hq + h[u]) * sqp + q[u];
-			if constexpr (ai<HD>::on) {
-				D[dst] = -sum;
-				L[dst] = l[u] == -INFINITY ? -INFINITY : -l[u] * rscale;
-			} else {
-				D[dst] = sum;
-				L[dst] = l[u] == -INFINITY ? INFINITY : l[u] * HB_LOG2E;
-			}
+	}
+	if (pc == 0) {
+		if (cnt != NULL && q % BQ == 0)
+			cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tg;
+		const int64_t dst = (b * hq + h) * sqp + q;
+		if constexpr (ai<HD>::on) {
+			D[dst] = -sum;
+			L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
+		} else {
+			D[dst] = sum;
+			L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
 		}
 	}
 }
