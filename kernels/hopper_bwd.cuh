@@ -584,30 +584,27 @@ template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, c
 }
 
 /* solo (hb_solo: each q-tile's dQ comes from one step of one CTA): a
- * consumer's dQ columns c0.. of q-tile w.t, staged by dq_stage at sq0 as
- * for the reduction, read back by the reducing warp's lane i a row's 16
- * bytes at a time and written, scaled, straight into dq up to the tile's
- * real rows (a TMA store of the whole box would write over the next
- * document's rows, past a gap): 128 bytes a row from 16 lanes.  Done by
- * the consumers themselves, from registers or from the boxes, any
- * arithmetic of theirs there made ptxas serialise every wgmma of the
- * kernel (C7515). */
-template <typename T, int HD>
-static __device__ __forceinline__ void dq_solo(const args &a, const bwalk &w, int hk, int b, uint32_t sq0, int c0, int i)
+ * consumer's dQ columns c0.. of q-tile w.t written, scaled, straight into
+ * dq up to the tile's real rows (a TMA store of the whole box would write
+ * over the next document's rows, past a gap), with no workspace to zero,
+ * add to or convert. */
+template <typename T, int HD, int N>
+static __device__ __forceinline__ void dq_solo(const args &a, const bwalk &w, int hk, int b, const float (&dq)[N], int c0,
+    int wi, int g, int t4)
 {
-	const int h = hk * a.group + w.gi, ch = i % 16;
+	const int h = hk * a.group + w.gi;
 	const int2 qt = a.qtile != NULL ? a.qtile[w.t] : make_int2(w.t * BQ, min(BQ, a.sq - w.t * BQ));
 	const int64_t ld = (int64_t)a.hq * HD;
-	T *o = (T *)a.dq + ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c0 + 4 * ch;
-	const uint32_t sb = sq0 + (ch / 8) * BQ * 128;
-	/* the producer's 24 registers: two rows a lane in flight */
-#pragma unroll 2
-	for (int r = i / 16; r < qt.y; r += 2) {
-		float4 v;
-		asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-		    : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-		    : "r"(sb + r * 128 + (((ch % 8) ^ (r % 8)) << 4)) : "memory");
-		*(uint2 *)(o + r * ld) = dq_pack<T>(v, a.scale);
+	T *o = (T *)a.dq + ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c0 + 2 * t4;
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int r = wi * 16 + g + rr * 8;
+		if (r < qt.y) {
+#pragma unroll
+			for (int j = 0; j < N / 4; j++)
+				*(uint32_t *)(o + r * ld + 8 * j) = dt<T>::pack(dq[4 * j + 2 * rr] * a.scale,
+				    dq[4 * j + 2 * rr + 1] * a.scale);
+		}
 	}
 }
 
@@ -885,7 +882,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				    s0 + M::L + st * BQ * 4, s0 + M::D + st * BQ * 4, h, qg, q0, b, bar);
 				more = --left > 0 && hb_next<QM>(w, a, hk, kt);
 			}
-		} else if (wi == 1) {
+		} else if (wi == 1 && !SOLO) {
 			/* dQ: the staged boxes of 32 columns added to the workspace
 			 * by TMA, consumer by consumer (HD 128: its 64 columns; HD
 			 * 64: one consumer's, all 64); the boxes are free once the
@@ -910,14 +907,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 				}
 				__syncwarp();
 #pragma unroll
-				for (int x = 0; x < NCQ && SOLO; x++) {
-					nbar_sync(DQF + x, NDQ);
-					dq_solo<T, HD>(a, w, hk, b, s0 + M::DQ + x * 2 * BQ * 128, ONE ? 0 : x * 64, lane);
-					__syncwarp();
-					nbar_arrive(DQE + x, NDQ);
-				}
-#pragma unroll
-				for (int x = 0; x < NCQ && !SOLO; x++) {
+				for (int x = 0; x < NCQ; x++) {
 					nbar_sync(DQF + x, NDQ);
 					if (lane == 0) {
 #pragma unroll
@@ -937,7 +927,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					}
 					__syncwarp();
 				}
-				if (lane == 0 && !SOLO) {
+				if (lane == 0) {
 					if (DET) {
 						asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 						sem_post(sem);
@@ -946,7 +936,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 					}
 				}
 				__syncwarp();
-				for (int x = 0; x < NCQ && !SOLO; x++)
+				for (int x = 0; x < NCQ; x++)
 					nbar_arrive(DQE + x, NDQ);
 				if (FUSE && ++nit % FB == 0 && lane == 0 && !(a.fuse & 8))
 					fin_release(s0 + M::CV, nit);
@@ -1135,7 +1125,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA) */
-		if (mine) {
+		if (mine && SOLO) {
+			reg_fence(dq);
+			dq_solo<T, HD>(a, cur, hk, b, dq, ONE ? 0 : wg * 64, wi, g, t4);
+		} else if (mine) {
 			const int x = ONE ? 0 : wg;
 			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
 			const int odd = g & 1;
