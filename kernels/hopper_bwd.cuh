@@ -1126,6 +1126,8 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA) */
 		if (mine && SOLO) {
+			wg_wait<0>();
+			reg_fence(dk);
 			reg_fence(dq);
 			dq_solo<T, HD>(a, cur, hk, b, dq, ONE ? 0 : wg * 64, wi, g, t4);
 		} else if (mine) {
