@@ -176,19 +176,6 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
  * products do not cover the loads before them (H100: -2 to -4 %). */
 template <int HD> struct ai { static constexpr bool on = HD == 128; };
 
-/* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
- * -lse/scale, rows padded to sqp: one warp per (b, q, h) row, q < sqp; a
- * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With
- * a padded plan (qtile) q is the padded row, read from its real one; rows
- * in gaps are rows past sq.
- * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
- * every real row is one warp's), in the pass that reads O and dO, instead
- * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
- * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled").
- * dq non-NULL (fuse, solo): the row's dQ written as zeros where no k-tile
- * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
- * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
- * to its target, which the k-tiles' adds count down. */
 /* prep's shape: a lane takes PV 16-byte pieces of a row, all loaded
  * before any is used, PL lanes a row, PR rows a warp, 8 warps a block.
  * Round 30 (short documents, ncu, H200): a warp a row moved 512 bytes a
@@ -199,6 +186,19 @@ template <int HD> struct pshape {
 	static constexpr int PV = 4, PL = HD / 8 / PV, PR = 32 / PL, ROWS = PR * 8;
 };
 
+/* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
+ * -lse/scale, rows padded to sqp: PL lanes per (b, q, h) row, q < sqp; a
+ * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With
+ * a padded plan (qtile) q is the padded row, read from its real one; rows
+ * in gaps are rows past sq.
+ * dqa non-NULL: the real row's fp32 dQ zeroed too (gaps only move rows, so
+ * every real row is one lane group's), in the pass that reads O and dO, instead
+ * of a memset of its own (on 1K documents the O(S) kernels are a quarter of
+ * the bwd: bench/NOTES.md, "hopper bwd on 1K documents, profiled").
+ * dq non-NULL (fuse, solo): the row's dQ written as zeros where no k-tile
+ * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
+ * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
+ * to its target, which the k-tiles' adds count down. */
 template <typename T, int HD>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L, float rscale,
     int sq, int sqp, int hq, const int2 *qtile, float *dqa,
@@ -587,7 +587,8 @@ template <int N> static __device__ __forceinline__ void dq_stage(uint32_t sq0, c
  * consumer's dQ columns c0.. of q-tile w.t written, scaled, straight into
  * dq up to the tile's real rows (a TMA store of the whole box would write
  * over the next document's rows, past a gap), with no workspace to zero,
- * add to or convert. */
+ * add to or convert.  The reducing warp doing it from the staged boxes
+ * instead was 19 % slower (one warp on the consumers' path). */
 template <typename T, int HD, int N>
 static __device__ __forceinline__ void dq_solo(const args &a, const bwalk &w, int hk, int b, const float (&dq)[N], int c0,
     int wi, int g, int t4)
@@ -1126,6 +1127,10 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA) */
 		if (mine && SOLO) {
+			/* after dK's product too: arithmetic on dQ while it ran
+			 * made ptxas serialise every wgmma of the kernel (C7515;
+			 * the wait: full documents under a tile +12 %, H200,
+			 * round 30) */
 			wg_wait<0>();
 			reg_fence(dk);
 			reg_fence(dq);
