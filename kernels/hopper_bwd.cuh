@@ -318,7 +318,13 @@ struct args {
 	float sl, scale;
 };
 
-/* q-tile t's first real row; k-tile t's first real key and real keys. */
+/* q-tile t's first real row and real rows (real_q: the first alone);
+ * k-tile t's first real key and real keys. */
+static __device__ __forceinline__ int2 real_qt(const args &a, int t)
+{
+	return a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+}
+
 static __device__ __forceinline__ int real_q(const args &a, int t)
 {
 	return a.qtile != NULL ? a.qtile[t].x : t * BQ;
@@ -594,7 +600,7 @@ static __device__ __forceinline__ void dq_solo(const args &a, const bwalk &w, in
     int wi, int g, int t4)
 {
 	const int h = hk * a.group + w.gi;
-	const int2 qt = a.qtile != NULL ? a.qtile[w.t] : make_int2(w.t * BQ, min(BQ, a.sq - w.t * BQ));
+	const int2 qt = real_qt(a, w.t);
 	const int64_t ld = (int64_t)a.hq * HD;
 	T *o = (T *)a.dq + ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c0 + 2 * t4;
 #pragma unroll
@@ -776,7 +782,7 @@ template <typename T, int HD, class A> static __device__ __forceinline__ void fi
 		}
 		x--;
 		const int t = x % a.nqt, h = x / a.nqt % a.hq, b = x / a.nqt / a.hq;
-		const int2 qt = a.qtile != NULL ? a.qtile[t] : make_int2(t * BQ, min(BQ, a.sq - t * BQ));
+		const int2 qt = real_qt(a, t);
 		const int64_t base = ((int64_t)b * a.sq + qt.x) * ld + (int64_t)h * HD + c;
 		for (int r = lane / C4; r < qt.y; r += U * RW) {
 			float4 v[U];
@@ -1698,7 +1704,6 @@ static int hb_solo(struct state *f, const struct plan *p)
 		free(tgt);
 		return KERN_OK;
 	}
-	f->nqt = p->nqt;
 	if ((rc = upload((void **)&f->tgt, tgt, (size_t)p->nrows * sizeof *tgt)) == KERN_OK)
 		f->solo = 1;
 	free(tgt);
