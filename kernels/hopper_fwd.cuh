@@ -214,6 +214,18 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}" \
 	    ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}" \
 	    : WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+/* the same, d = A B where acc is 0: an item's first P V in fwdp, which
+ * would otherwise zero O with 64 multiplies a thread */
+#define HF_RS128Z(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %69, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}" \
+	    ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}" \
+	    : WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc))
+#define HF_RS64Z(TY) \
+	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t" \
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}" \
+	    ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}" \
+	    : WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc))
 #define HF_RS64(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t" \
 	    "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}" \
@@ -227,6 +239,8 @@ template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("bf16"); }
+	static __device__ __forceinline__ void rs128z(float *d, const uint32_t *a, uint64_t db, int acc) { HF_RS128Z("bf16"); }
+	static __device__ __forceinline__ void rs64z(float *d, const uint32_t *a, uint64_t db, int acc) { HF_RS64Z("bf16"); }
 };
 template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
@@ -234,12 +248,16 @@ template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
 	static __device__ __forceinline__ void rs64(float *d, const uint32_t *a, uint64_t db) { HF_RS64("f16"); }
+	static __device__ __forceinline__ void rs128z(float *d, const uint32_t *a, uint64_t db, int acc) { HF_RS128Z("f16"); }
+	static __device__ __forceinline__ void rs64z(float *d, const uint32_t *a, uint64_t db, int acc) { HF_RS64Z("f16"); }
 };
 #undef HF_SS
 #undef HF_SS64
 #undef HF_SS176
 #undef HF_RS128
 #undef HF_RS64
+#undef HF_RS128Z
+#undef HF_RS64Z
 
 /* ---- masks of partial tiles ---------------------------------------------- */
 
@@ -342,14 +360,18 @@ static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 
 /* O += P V: KT/16 k-steps of 16 keys (2 KB of each V box); the HD columns
  * span HD/64 boxes, KT * 128 bytes apart. */
-template <typename T, int HD, int KT = BK>
-static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv)
+template <typename T, int HD, int KT = BK, bool Z = false>
+static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv, int acc = 1)
 {
 	const uint32_t v_d = dlo(sv, KT * 128);
 #pragma unroll
 	for (int kk = 0; kk < KT / 16; kk++) {
 		const uint64_t db = dsc(v_d, kk * 16 * 128);
-		if (HD == 128)
+		if (Z && kk == 0 && HD == 128)
+			ty<T>::rs128z(o, p[kk], db, acc);
+		else if (Z && kk == 0)
+			ty<T>::rs64z(o, p[kk], db, acc);
+		else if (HD == 128)
 			ty<T>::rs128(o, p[kk], db);
 		else
 			ty<T>::rs64(o, p[kk], db);
@@ -627,18 +649,31 @@ static __device__ __forceinline__ void epilogue(const float *o, const float *l, 
 {
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
 	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
+	float inv[2];
 #pragma unroll
 	for (int rr = 0; rr < 2; rr++) {
-		const float sum = quad_sum(l[rr]), inv = sum > 0 ? 1.f / sum : 0.f;
+		const float sum = quad_sum(l[rr]);
 		const int rw = warp * 16 + (lane >> 2) + 8 * rr;
-#pragma unroll
-		for (int j = 0; j < HD / 8; j++) {
-			const uint32_t v = ty<T>::pack(o[4 * j + 2 * rr] * inv, o[4 * j + 2 * rr + 1] * inv);
-			const uint32_t ad = sQw + (j >> 3) * QS + rw * 128 + (((j & 7) ^ (rw & 7)) << 4) + 2 * kq;
-			asm volatile("st.shared.u32 [%0], %1;" :: "r"(ad), "r"(v) : "memory");
-		}
+		inv[rr] = sum > 0 ? 1.f / sum : 0.f;
 		if ((lane & 3) == 0 && rw < nv)
 			L[qs + rw] = sum > 0 ? (m[rr] * a.sl + log2f(sum)) * LN2 : -INFINITY;
+	}
+	/* a stmatrix a pair of 16-byte chunks: lane t gives the address of
+	 * row t & 7 of matrix t >> 3, which is (rows + 8 * (t >> 3 & 1),
+	 * chunk j + (t >> 4)) of the accumulator's fragments; the chunk's
+	 * swizzle (j ^ row) & 7 with j even is (j & 7) ^ y */
+	const int y = ((lane >> 4) & 1) ^ (lane & 7);
+	const uint32_t rb = sQw + (warp * 16 + (lane & 15)) * 128;
+#pragma unroll
+	for (int j = 0; j < HD / 8; j += 2) {
+		uint32_t v[4];
+#pragma unroll
+		for (int x = 0; x < 4; x++)
+			v[x] = ty<T>::pack(o[4 * (j + x / 2) + 2 * (x & 1)] * inv[x & 1],
+			    o[4 * (j + x / 2) + 2 * (x & 1) + 1] * inv[x & 1]);
+		const uint32_t ad = rb + (j >> 3) * QS + (((j & 7) ^ y) << 4);
+		asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+		    :: "r"(ad), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
 	}
 	if (nv < 64 && qs + nv < a.sq) {
 		/* a tile cut by a gap: the rows past it are another tile's, which
@@ -1289,6 +1324,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
 	uint32_t pph = 0;
 	bool nb = false;
+	int acc = 1;                      /* 0: the P V to come is its item's first */
 
 	/* the stream's first tile alone */
 	if (cw == 1)
@@ -1340,7 +1376,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
 		qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
 		wg_commit();
-		pv<T, HD, KT>(o, p, sV + pst * C::KB);
+		pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
 		wg_commit();
 		pp_arrive(cw);
 		wg_wait<1>();
@@ -1368,16 +1404,19 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			epilogue<T, HD>(o, pl, pm, P.x + hw, R.x + rs, R.y - rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a,
 			    &to, cw, ct, kq);
 			pend = pb;
-			alpha[0] = alpha[1] = 0;
 		}
-		rescale<HD>(o, alpha);
+		/* a new item's O starts at its first P V (acc 0), not from 64
+		 * multiplies by 0 */
+		acc = !nb;
+		if (!nb)
+			rescale<HD>(o, alpha);
 		to_p<T, KT>(p, s);
 		pst = st;
 		pph = ph;
 		it++;
 	}
 	turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
-	pv<T, HD, KT>(o, p, sV + pst * C::KB);
+	pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
 	wg_commit();
 	/* the last turn: nobody waits for warpgroup 2's */
 	if (cw == 0)
