@@ -645,7 +645,7 @@ static __device__ __forceinline__ float quad_sum(float x)
  * from one of Q's column boxes to the next. */
 template <typename T, int HD, int QS = BQ * 128>
 static __device__ __forceinline__ void epilogue(const float *o, const float *l, const float *m, int h, int qs, int nv,
-    int b, uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct, int kq)
+    int b, uint32_t sQw, const args &a, const CUtensorMap *to, int cw, int ct)
 {
 	const int lane = ct & 31, warp = (ct >> 5) & 3;
 	float *L = a.lse + ((int64_t)b * a.hq + h) * a.sq;
@@ -1125,7 +1125,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 				return;
 		} else {
 			const int2 R = real_rows(a, B.qt, BQ);
-			epilogue<T, HD, QS>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct, kq);
+			epilogue<T, HD, QS>(o, l, m, B.h, R.x + cw * 64, R.y - cw * 64, B.b, sQw, a, &to, cw, ct);
 		}
 		if ((ct & 127) == 0)
 			/* shared memory must stay until the copy has read it */
@@ -1402,7 +1402,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			const int pb = kb == 0 ? C::NQ - 1 : kb - 1;
 			const int2 R = real_rows(a, P.y, QT);
 			epilogue<T, HD>(o, pl, pm, P.x + hw, R.x + rs, R.y - rs, P.z, sQ + pb * C::QB + cw * 64 * 128, a,
-			    &to, cw, ct, kq);
+			    &to, cw, ct);
 			pend = pb;
 		}
 		/* a new item's O starts at its first P V (acc 0), not from 64
@@ -1424,8 +1424,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	wg_wait<0>();
 	pin<NO>(o);
 	const int2 R = real_rows(a, I.y, QT);
-	epilogue<T, HD>(o, l, m, I.x + hw, R.x + rs, R.y - rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct,
-	    kq);
+	epilogue<T, HD>(o, l, m, I.x + hw, R.x + rs, R.y - rs, I.z, sQ + kb * C::QB + cw * 64 * 128, a, &to, cw, ct);
 	if (storer)
 		asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
