@@ -36,7 +36,8 @@
 #                      tile edges, pile and --long causal documents at 32K,
 #                      full 8K, full 64K (past L2: 1 warm-up, 3 timed),
 #                      causal 32K, hash_sparse and the window (-w 1638) at
-#                      16K; all: every pattern at 32K); rows with round and
+#                      16K; all: every pattern at 32K), $ABARGS added to
+#                      kbench's (e.g. "-D 64 -t fp16"); rows with round and
 #                      variant first in $KERN-ab.tsv
 # Rows go to $OUT (default build/) as $KERN-check.tsv, $KERN-bench.tsv,
 # $KERN-matrix.tsv; kbench's -v lines to the matching .err file.
@@ -448,7 +449,7 @@ ab)
 				[ -z "$rv" ] || kb=$(ab_tree "$rv")/bin/kbench
 				# shellcheck disable=SC2046,SC2086
 				env $(ab_env "$v") timeout $TMO "$kb" -k $KERN$WITH -p $PASSES \
-				    $it "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
+				    $it ${ABARGS:-} "$f" >"$OUT/ab1.tsv" 2>>"$OUT/$KERN-ab.err" || rc=1
 				ab_add "$r" "$v" "$OUT/ab1.tsv" "$OUT/$KERN-ab.tsv"
 			done
 		done
