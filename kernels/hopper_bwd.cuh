@@ -1947,8 +1947,8 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess) ||
 	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
-	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + pshape<HD>::ROWS - 1) / pshape<HD>::ROWS), s->batch), 256, 0,
-	    st>>>(
+	const int pr = pshape<HD>::ROWS;
+	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + pr - 1) / pr), s->batch), 256, 0, st>>>(
 	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale), (int)s->sq, f->sqp, s->hq,
 	    f->qtile, pz ? f->dqa : NULL,
 	    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL);

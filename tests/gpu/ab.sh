@@ -1,4 +1,4 @@
-# The GPU scripts' shared helpers (sourced): gpu_homes, and the A/B modes
+# The GPU scripts' shared helpers (sourced): gpu_homes, short_lens, and the A/B modes
 # of tests/gpu/cpbench.sh and tests/gpu/kern.sh, where a variant is
 # NAME=ENV, ENV the VAR=value pairs joined by commas, or nothing for the
 # build's default; a piece without = belongs to the value
@@ -18,6 +18,13 @@ ab_env() {
 ab_add() {
 	[ -s "$4" ] || head -1 "$3" | sed 's/^/round\tvariant\t/' >"$4"
 	awk -v r="$1" -v v="${2%%=*}" 'NR > 1 { print r "\t" v "\t" $0 }' "$3" >>"$4"
+}
+# short_lens N: maskgen -L lengths of documents under one tile, 48-127
+# tokens in N, one fixed draw (the same documents in every script and
+# every session's rows)
+short_lens() {
+	awk -v n="$1" 'BEGIN { srand(7); print "len"; for (t = 0; t < n; t += l) {
+	    l = 48 + int(rand() * 80); if (t + l > n) l = n - t; print l } }'
 }
 # ab_rev VARIANT: the REV of NAME=@REV, else nothing
 ab_rev() {

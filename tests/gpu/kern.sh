@@ -275,8 +275,7 @@ check)
 	# and one or two q-tiles: hopper's bwd writes dQ from its consumers,
 	# no workspace (solo), on an odd length, hd 64, batch 2 and wide
 	# logits; its why line says it took that path
-	awk 'BEGIN { srand(7); print "len"; for (t = 0; t < 2999; t += l) {
-	    l = 48 + int(rand() * 80); if (t + l > 2999) l = 2999 - t; print l } }' >"$M/short.len"
+	short_lens 2999 >"$M/short.len"
 	gen full_document 2999 -L "$M/short.len"
 	gen causal_document 2999 -L "$M/short.len"
 	force "" why

@@ -301,8 +301,7 @@ masks_docs() {
 	# documents under one tile: 48-127 tokens, a fixed draw; and 1024-token
 	# documents on tile edges, then shifted by 64 tokens (what partial
 	# tiles at document edges cost)
-	awk 'BEGIN { srand(7); print "len"; for (t = 0; t < 32768; t += l) {
-	    l = 48 + int(rand() * 80); if (t + l > 32768) l = 32768 - t; print l } }' >"$M/short.len"
+	short_lens 32768 >"$M/short.len"
 	awk 'BEGIN { print "len"; for (i = 0; i < 32; i++) print 1024 }' >"$M/aligned.len"
 	awk 'BEGIN { print "len"; print 960; for (i = 0; i < 31; i++) print 1024; print 64 }' >"$M/shifted.len"
 	VS=$OUT/docs.tsv
