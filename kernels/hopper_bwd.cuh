@@ -1085,10 +1085,13 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		const int kk0 = HALF && live == 2 ? 4 : 0;
 		float dq[ONE ? HD / 2 : 32];
 		/* zeroed by the first k-step (scale-d 0), not by moves: the
-		 * zeros only keep the compiler's accounts, and are made on both
-		 * consumers, mine or not (defined on one path only, an m64n128
-		 * dq's registers stayed live around the loop: 580 bytes of
-		 * spill, NOTES round 17).  The live halves: both, or one, each a
+		 * zeros only keep the compiler's accounts (HD 128: on both
+		 * consumers; defined on one path only, an m64n128 dq's
+		 * registers stayed live around the loop: 580 bytes of spill,
+		 * NOTES round 17).  HD 64 makes them where mine only: zeros on
+		 * the other path, merged with the product, made ptxas
+		 * serialise every wgmma (C7515; none since, no spill).  The
+		 * live halves: both, or one, each a
 		 * group of its own from fence to commit (a branch inside one
 		 * group made ptxas fence it again twice: C7519) */
 		auto dq_step = [&](int kk, int acc) {
@@ -1113,14 +1116,15 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		auto issue_dk = [&]() {
 			rs_issue<HD>(tag, dk, da, sQ);
 		};
-#pragma unroll
-		for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
-			dq[i] = 0;
-		reg_fence(dq);
 		/* dK after dQ, so that it runs while dQ is staged and on under
 		 * the next tile's S^T and dP^T */
-		if (mine)
+		if (mine) {
+#pragma unroll
+			for (int i = 0; i < (ONE ? HD / 2 : 32); i++)
+				dq[i] = 0;
+			reg_fence(dq);
 			issue_dq();
+		}
 		if (!HALF || live >> wgu & 1) {
 			issue_dk();
 			wg_wait<1>();
@@ -1132,15 +1136,17 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		/* dQ to the staging boxes once the reducing warp has read them;
 		 * it adds them to the fp32 workspace (rows past sq are clipped by
 		 * TMA) */
-		if (mine && SOLO) {
+		if (SOLO) {
 			/* after dK's product too: arithmetic on dQ while it ran
 			 * made ptxas serialise every wgmma of the kernel (C7515;
 			 * the wait: full documents under a tile +12 %, H200,
 			 * round 30) */
 			wg_wait<0>();
 			reg_fence(dk);
-			reg_fence(dq);
-			dq_solo<T, HD>(a, cur, hk, b, dq, ONE ? 0 : wg * 64, wi, g, t4);
+			if (mine) {
+				reg_fence(dq);
+				dq_solo<T, HD>(a, cur, hk, b, dq, ONE ? 0 : wg * 64, wi, g, t4);
+			}
 		} else if (mine) {
 			const int x = ONE ? 0 : wg;
 			const uint32_t sq0 = s0 + M::DQ + x * 2 * BQ * 128;
