@@ -451,8 +451,8 @@ static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_
  * every q-head of the GQA group; one longer than an eighth of an SM's fair
  * share of the whole pass is cut into stretches, each its own CTA adding
  * its dK/dV to an fp32 slot, so that the keys every query sees do not run
- * alone at the end.  Causal and full masks stay whole (their longest walk
- * is far below the cap).  *item: (k-tile, first position in the walk,
+ * alone at the end.  Walks stay whole where walk_span says the pass ends
+ * no later (full masks at 2K-16K; past 16K none reaches the cap).  *item: (k-tile, first position in the walk,
  * length, slot or -1); *slotkt: the k-tile of each slot.  The caller frees
  * both.  KERN_OK, or KERN_ERR (out of host memory, or more than 65535
  * CTAs).
@@ -505,9 +505,9 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 		/* A pass of a few tiles an SM (causal 1K: 96 CTAs of up to 64
 		 * tiles on 132 SMs) is as long as its longest CTA: a finer cut
 		 * where the dispatch, simulated, ends sooner. */
-		if (total * s->batch <= (int64_t)nsm * 8 * 64) {
-			const int copies = s->hkv * s->batch;
-			int64_t best = walk_span(lmax, n, copies, nsm, cap);
+		const int copies = s->hkv * s->batch;
+		int64_t best = walk_span(lmax, n, copies, nsm, cap);
+		if (total * s->batch <= (int64_t)nsm * 8 * 64)
 			for (int64_t c = cap - 8; c >= 8; c -= 8) {
 				const int64_t t = walk_span(lmax, n, copies, nsm, c);
 				if (t < best) {
@@ -515,7 +515,12 @@ static int walk_items(const struct plan *p, const struct attn_shape *s, int mhea
 					cap = c;
 				}
 			}
-		}
+		/* Whole walks where they end no later: a cut walk pays a K/V
+		 * load, a fill and a slot add a piece (full 4K: 1280 CTAs of
+		 * 103 tiles or 256 of 512, both ten waves' worth; whole +5 %,
+		 * H100, round 32) */
+		if (walk_span(lmax, n, copies, nsm, INT64_MAX) <= best)
+			cap = INT64_MAX;
 	}
 	for (int kt = 0; kt < n; kt++)
 		ni += walk_cuts(lmax[kt], cap);
