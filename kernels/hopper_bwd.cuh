@@ -1623,8 +1623,8 @@ static int items(struct state *f, const struct plan *p)
 		rc = walk_items(p, &f->s, f->mheads, seg, &item, &f->nitems, &slotkt, &f->nslots);
 		if (rc == KERN_OK && hb_env("why"))
 			warnx("hopper: bwd: %d-key tiles, %s walks %s%.0d: %d CTAs a kv-head", f->bk,
-			    f->qm ? "q-major" : "head-major", seg > 0 ? "in stretches of " : seg < 0 ? "whole" :
-			    "heaviest first, cut at a cap", seg > 0 ? seg : 0, f->nitems);
+			    f->qm ? "q-major" : "head-major", seg > 0 ? "in stretches of " : seg < 0 || f->nslots == 0 ?
+			    "whole, heaviest first" : "heaviest first, cut at a cap", seg > 0 ? seg : 0, f->nitems);
 	} else {
 		if (hb_env("why"))
 			warnx("hopper: bwd: %d-key tiles, a CTA a k-tile and q-head: %d CTAs a kv-head", f->bk,
