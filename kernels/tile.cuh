@@ -452,8 +452,8 @@ static int64_t walk_span(const int64_t *lmax, int n, int copies, int nsm, int64_
  * share of the whole pass is cut into stretches, each its own CTA adding
  * its dK/dV to an fp32 slot, so that the keys every query sees do not run
  * alone at the end.  Walks stay whole where walk_span says the pass ends
- * no later (full masks at 2K-16K; past 16K none reaches the cap).  *item: (k-tile, first position in the walk,
- * length, slot or -1); *slotkt: the k-tile of each slot.  The caller frees
+ * no later (full masks at 2K-8K).  *item: (k-tile, first position in the
+ * walk, length, slot or -1); *slotkt: the k-tile of each slot.  The caller frees
  * both.  KERN_OK, or KERN_ERR (out of host memory, or more than 65535
  * CTAs).
  * seg > 0: every walk longer than seg tiles is cut into stretches of seg
