@@ -1301,11 +1301,8 @@ static int entinfo(struct state *f, const struct plan *p, int bk)
 			for (int c = E->cut0; c < E->cut0 + E->ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t k = C->k0 > k0 ? C->k0 : k0; k < C->k1 && k < k1; k++) {
-					int64_t lo = C->q0 > q0 ? C->q0 : q0, hi = C->q1 < q1 ? C->q1 : q1;
-					if ((C->kind == MASK_CAUSAL || C->kind == MASK_BICAUSAL) && k - (C->k1 - C->q1) > lo)
-						lo = k - (C->k1 - C->q1);
-					if ((C->kind == MASK_INVCAUSAL || C->kind == MASK_BICAUSAL) && k - (C->k0 - C->q0) + 1 < hi)
-						hi = k - (C->k0 - C->q0) + 1;
+					int64_t lo, hi;
+					plan_cut_queries(C, k, q0, q1, &lo, &hi);
 					if (lo < hi)
 						b[k - k0] |= (hi - lo == 64 ? ~0ull : ((1ull << (hi - lo)) - 1)) << (lo - q0);
 				}

@@ -1574,11 +1574,8 @@ static int bitmasks(struct state *f, const struct plan *p)
 			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t q = C->q0 > q0 ? C->q0 : q0; q < C->q1 && q < q1; q++) {
-					int64_t lo = C->k0 > k0 ? C->k0 : k0, hi = C->k1 < k1 ? C->k1 : k1;
-					if ((C->kind == MASK_CAUSAL || C->kind == MASK_BICAUSAL) && q + C->k1 - C->q1 + 1 < hi)
-						hi = q + C->k1 - C->q1 + 1;
-					if ((C->kind == MASK_INVCAUSAL || C->kind == MASK_BICAUSAL) && q + C->k0 - C->q0 > lo)
-						lo = q + C->k0 - C->q0;
+					int64_t lo, hi;
+					plan_cut_keys(C, q, k0, k1, &lo, &hi);
 					for (int wd = 0; wd < 4 && lo < hi; wd++) {
 						const int64_t a0 = k0 + 32 * wd, a1 = a0 + 32;
 						const int64_t x0 = lo > a0 ? lo : a0, x1 = hi < a1 ? hi : a1;

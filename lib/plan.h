@@ -76,4 +76,38 @@ static inline int plan_cut_any(const struct plan_cut *c, int64_t q0, int64_t q1,
 	return 1;
 }
 
+/* The keys [*lo, *hi) that c allows on row q within [k0, k1), and the
+ * queries that it allows for key k within [q0, q1): one interval each
+ * (empty where *lo >= *hi). */
+static inline void plan_cut_keys(const struct plan_cut *c, int64_t q, int64_t k0, int64_t k1, int64_t *lo,
+    int64_t *hi)
+{
+	*lo = c->k0 > k0 ? c->k0 : k0;
+	*hi = c->k1 < k1 ? c->k1 : k1;
+	if ((c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL) && q + c->k1 - c->q1 + 1 < *hi)
+		*hi = q + c->k1 - c->q1 + 1;
+	if ((c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL) && q + c->k0 - c->q0 > *lo)
+		*lo = q + c->k0 - c->q0;
+}
+
+static inline void plan_cut_queries(const struct plan_cut *c, int64_t k, int64_t q0, int64_t q1, int64_t *lo,
+    int64_t *hi)
+{
+	*lo = c->q0 > q0 ? c->q0 : q0;
+	*hi = c->q1 < q1 ? c->q1 : q1;
+	if ((c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL) && k - (c->k1 - c->q1) > *lo)
+		*lo = k - (c->k1 - c->q1);
+	if ((c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL) && k - (c->k0 - c->q0) + 1 < *hi)
+		*hi = k - (c->k0 - c->q0) + 1;
+}
+
+/* Where every line of a one-head plan allows one interval (a plan's query
+ * rows their keys; a transposed plan's keys their queries): 1, with
+ * iv[i] = {first, end} for each of the nqt * bq rows (transposed: nkt *
+ * bk keys), {0, 0} where a line allows nothing.  0 where some line's set
+ * is not found to be one interval (iv then undefined), -1 for a plan of
+ * several mask heads.  Kernels mask partial tiles from these two numbers
+ * a line instead of the tile's cuts. */
+int plan_intervals(const struct plan *p, int32_t (*iv)[2]);
+
 #endif

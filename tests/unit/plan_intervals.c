@@ -1,0 +1,177 @@
+/* plan_intervals: where it says every line of a plan is one interval (a
+ * query row's keys; a transposed plan's key's queries), the intervals are
+ * exactly the mask's allowed pairs, over every pattern, tile shape and
+ * padded plans; and the patterns the hopper kernel counts on (full,
+ * causal, documents, windows, prefix-LM; share_question and
+ * random_eviction by key) do get intervals. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mask.h"
+#include "pattern.h"
+#include "plan.h"
+#include "rng.h"
+#include "tap.h"
+
+static const int shapes[][2] = { { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 }, { 128, 176 }, { 7, 5 } };
+
+/* plan_intervals of p against truth (sq x sk bytes); 1 where it found
+ * intervals, 0 where not, -1 on a wrong one (why filled) */
+static int check(const struct plan *p, const unsigned char *truth, int64_t sq, int64_t sk, char *why, size_t n)
+{
+	const int t = p->transposed;
+	const int64_t lines = t ? (int64_t)p->nkt * p->bk : (int64_t)p->nqt * p->bq, real = t ? sk : sq;
+	int32_t (*iv)[2] = malloc((size_t)lines * sizeof *iv);
+	int rc;
+
+	if (iv == NULL)
+		abort();
+	/* poisoned: a line it never writes shows */
+	memset(iv, 0x5a, (size_t)lines * sizeof *iv);
+	if ((rc = plan_intervals(p, iv)) != 1) {
+		free(iv);
+		return 0;
+	}
+	for (int64_t l = 0; l < lines && rc == 1; l++) {
+		const int64_t other = t ? sq : sk;
+		for (int64_t o = 0; o < other; o++) {
+			const int want = l < real && (t ? truth[o * sk + l] : truth[l * sk + o]);
+			const int got = o >= iv[l][0] && o < iv[l][1];
+			if (want != got) {
+				snprintf(why, n, "%s %lld, %s %lld: interval [%d, %d), mask %d", t ? "key" : "row",
+				    (long long)l, t ? "query" : "key", (long long)o, iv[l][0], iv[l][1], want);
+				rc = -1;
+				break;
+			}
+		}
+	}
+	free(iv);
+	return rc;
+}
+
+/* every shape, both orientations; returns which orientations had
+ * intervals everywhere (bit 0 rows, bit 1 keys), or -1 */
+static int shapes_of(const struct mask *m, const unsigned char *truth, const char *label)
+{
+	char err[256], why[256];
+	int all = 3;
+
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		struct plan p, t;
+		if (plan_build(&p, m, shapes[i][0], shapes[i][1], err, sizeof err) != 0 ||
+		    plan_transpose(&t, &p, err, sizeof err) != 0) {
+			ok(0, "%s: plan %dx%d: %s", label, shapes[i][0], shapes[i][1], err);
+			return -1;
+		}
+		const int r = check(&p, truth, m->sq, m->sk, why, sizeof why);
+		const int k = check(&t, truth, m->sq, m->sk, why, sizeof why);
+		plan_free(&p);
+		plan_free(&t);
+		if (r < 0 || k < 0) {
+			ok(0, "%s %dx%d: %s", label, shapes[i][0], shapes[i][1], why);
+			return -1;
+		}
+		all &= r | k << 1;
+	}
+	return all;
+}
+
+static unsigned char *truth_of(const struct mask *m)
+{
+	unsigned char *t = malloc((size_t)(m->sq * m->sk));
+
+	if (t == NULL)
+		abort();
+	for (int64_t q = 0; q < m->sq; q++)
+		for (int64_t k = 0; k < m->sk; k++)
+			t[q * m->sk + k] = (unsigned char)mask_allows(m, 0, q, k);
+	return t;
+}
+
+/* rows: the patterns whose every row allows one interval of keys; keys:
+ * whose every key is seen by one interval of queries */
+static const char *const rows[] = { "full", "causal", "full_document", "causal_document", "prefix_lm_causal",
+    "prefix_lm_document", "sliding_window", "sliding_window_causal", NULL };
+static const char *const keys[] = { "full", "causal", "full_document", "causal_document", "prefix_lm_causal",
+    "prefix_lm_document", "sliding_window", "sliding_window_causal", "share_question", "random_eviction", NULL };
+
+static int listed(const char *const *l, const char *name)
+{
+	for (; *l != NULL; l++)
+		if (strcmp(*l, name) == 0)
+			return 1;
+	return 0;
+}
+
+int main(void)
+{
+	static const int64_t sizes[] = { 1000, 777 };
+	int64_t lens[1024];
+
+	for (const struct pattern *pat = pattern_table; pat->name != NULL; pat++) {
+		for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+			const int64_t s = sizes[si];
+			struct pattern_args a = {
+				.s = s, .seed = 11 + si, .window = PAT_UNSET, .global = PAT_UNSET,
+				.prefix = PAT_UNSET, .block = PAT_UNSET, .minblock = PAT_UNSET,
+				.avgblock = PAT_UNSET, .buckets = PAT_UNSET, .startrow = PAT_UNSET, .ratio = -1,
+			};
+			struct rng r;
+			struct mask m;
+			char err[256], label[96];
+			size_t nl = 0;
+
+			if (strcmp(pat->name, "custom") == 0)
+				continue;
+			if (strcmp(pat->name, "block_causal_document") == 0)
+				a.block = si ? 111 : 125;
+			rng_seed(&r, a.seed);
+			a.rng = &r;
+			if (pat->needs & PAT_DOCS) {
+				/* documents under a tile and longer, some of one token */
+				for (int64_t left = s; left > 0; nl++) {
+					int64_t x = rng_below(&r, 5) == 0 ? 1 : rng_range(&r, 1, si ? 300 : 100);
+					lens[nl] = x < left ? x : left;
+					left -= lens[nl];
+				}
+				a.lens = lens;
+				a.nlens = nl;
+			}
+			snprintf(label, sizeof label, "%s %lld", pat->name, (long long)s);
+			if (pat->build(&m, &a, err, sizeof err) != 0) {
+				ok(0, "%s: build: %s", label, err);
+				continue;
+			}
+			if (m.heads != 1 || m.body != MASK_BODY_SLICES) {
+				mask_free(&m);
+				continue;
+			}
+			unsigned char *truth = truth_of(&m);
+			const int got = shapes_of(&m, truth, label);
+			if (got >= 0) {
+				ok(1, "%s: every interval plan_intervals gives is exact (6 tile shapes, rows and keys)", label);
+				if (listed(rows, pat->name))
+					ok(got & 1, "%s: every row's keys one interval at every tile shape", label);
+				if (listed(keys, pat->name))
+					ok(got >> 1 & 1, "%s: every key's queries one interval at every tile shape", label);
+			}
+			/* documents moved to tile edges (mask_pad), as the kernels
+			 * plan them: the intervals in the padded positions */
+			if (pat->needs & PAT_DOCS) {
+				struct mask v;
+				struct mask_pads pd;
+				if (mask_pad(&m, 128, 128, 1, 1, &v, &pd, err, sizeof err) == 1) {
+					unsigned char *tv = truth_of(&v);
+					ok(shapes_of(&v, tv, label) >= 0, "%s padded to 128-token edges: intervals exact", label);
+					free(tv);
+					mask_free(&v);
+					mask_pads_free(&pd);
+				}
+			}
+			free(truth);
+			mask_free(&m);
+		}
+	}
+	return tap_done();
+}
