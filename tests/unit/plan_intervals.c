@@ -3,7 +3,8 @@
  * exactly the mask's allowed pairs, over every pattern, tile shape and
  * padded plans; and the patterns the hopper kernel counts on (full,
  * causal, documents, windows, prefix-LM; share_question and
- * random_eviction by key) do get intervals. */
+ * random_eviction by key) do get intervals; and random slice masks of
+ * every kind, square or not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "plan.h"
 #include "rng.h"
 #include "tap.h"
+#include "mask_gen.h"
 
 static const int shapes[][2] = { { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 }, { 128, 176 }, { 7, 5 } };
 
@@ -173,5 +175,32 @@ int main(void)
 			mask_free(&m);
 		}
 	}
+	/* random slice masks of every kind (mask_gen.h), square or not:
+	 * exact wherever intervals come back, and some do */
+	static struct gmask g;
+	struct rng r;
+	int bad = 0, found = 0;
+
+	rng_seed(&r, 5);
+	for (int it = 0; it < 600; it++) {
+		const int64_t sq = rng_range(&r, 1, it < 150 ? 16 : 150);
+		const int64_t sk = rng_below(&r, 3) ? sq : rng_range(&r, 1, 150);
+		struct mask m;
+		char err[256];
+
+		g_random(&g, &r, sq, sk);
+		if (g_tomask(&g, &m, err, sizeof err) != 0) {
+			ok(0, "random mask %d: %s", it, err);
+			return tap_done();
+		}
+		unsigned char *truth = truth_of(&m);
+		const int got = shapes_of(&m, truth, "random");
+		bad += got < 0;
+		found += got > 0;
+		free(truth);
+		mask_free(&m);
+	}
+	ok(bad == 0, "600 random masks: every interval plan_intervals gives is exact");
+	ok(found >= 100, "random masks with intervals at every tile shape: %d of 600", found);
 	return tap_done();
 }
