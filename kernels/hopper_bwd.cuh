@@ -1302,7 +1302,7 @@ static int entinfo(struct state *f, const struct plan *p, int bk)
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t k = C->k0 > k0 ? C->k0 : k0; k < C->k1 && k < k1; k++) {
 					int64_t lo, hi;
-					plan_cut_queries(C, k, q0, q1, &lo, &hi);
+					plan_cut_line(C, 1, k, q0, q1, &lo, &hi);
 					if (lo < hi)
 						b[k - k0] |= (hi - lo == 64 ? ~0ull : ((1ull << (hi - lo)) - 1)) << (lo - q0);
 				}

@@ -1575,7 +1575,7 @@ static int bitmasks(struct state *f, const struct plan *p)
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t q = C->q0 > q0 ? C->q0 : q0; q < C->q1 && q < q1; q++) {
 					int64_t lo, hi;
-					plan_cut_keys(C, q, k0, k1, &lo, &hi);
+					plan_cut_line(C, 0, q, k0, k1, &lo, &hi);
 					for (int wd = 0; wd < 4 && lo < hi; wd++) {
 						const int64_t a0 = k0 + 32 * wd, a1 = a0 + 32;
 						const int64_t x0 = lo > a0 ? lo : a0, x1 = hi < a1 ? hi : a1;

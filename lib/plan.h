@@ -76,29 +76,22 @@ static inline int plan_cut_any(const struct plan_cut *c, int64_t q0, int64_t q1,
 	return 1;
 }
 
-/* The keys [*lo, *hi) that c allows on row q within [k0, k1), and the
- * queries that it allows for key k within [q0, q1): one interval each
- * (empty where *lo >= *hi). */
-static inline void plan_cut_keys(const struct plan_cut *c, int64_t q, int64_t k0, int64_t k1, int64_t *lo,
-    int64_t *hi)
+/* What c allows on one line, within [o0, o1) of the other axis: a query
+ * row l's keys, or (by_key) key l's queries, as [*lo, *hi) (empty where
+ * *lo >= *hi).  k - q runs over [dlo, dhi] on the cut's diagonals. */
+static inline void plan_cut_line(const struct plan_cut *c, int by_key, int64_t l, int64_t o0, int64_t o1,
+    int64_t *lo, int64_t *hi)
 {
-	*lo = c->k0 > k0 ? c->k0 : k0;
-	*hi = c->k1 < k1 ? c->k1 : k1;
-	if ((c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL) && q + c->k1 - c->q1 + 1 < *hi)
-		*hi = q + c->k1 - c->q1 + 1;
-	if ((c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL) && q + c->k0 - c->q0 > *lo)
-		*lo = q + c->k0 - c->q0;
-}
+	const int64_t far = INT64_MAX / 4;
+	const int64_t dlo = c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL ? (int64_t)c->k0 - c->q0 : -far;
+	const int64_t dhi = c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL ? (int64_t)c->k1 - c->q1 : far;
+	const int64_t a0 = by_key ? c->q0 : c->k0, a1 = by_key ? c->q1 : c->k1;
+	const int64_t d0 = by_key ? l - dhi : l + dlo, d1 = by_key ? l - dlo : l + dhi;
 
-static inline void plan_cut_queries(const struct plan_cut *c, int64_t k, int64_t q0, int64_t q1, int64_t *lo,
-    int64_t *hi)
-{
-	*lo = c->q0 > q0 ? c->q0 : q0;
-	*hi = c->q1 < q1 ? c->q1 : q1;
-	if ((c->kind == MASK_CAUSAL || c->kind == MASK_BICAUSAL) && k - (c->k1 - c->q1) > *lo)
-		*lo = k - (c->k1 - c->q1);
-	if ((c->kind == MASK_INVCAUSAL || c->kind == MASK_BICAUSAL) && k - (c->k0 - c->q0) + 1 < *hi)
-		*hi = k - (c->k0 - c->q0) + 1;
+	*lo = a0 > o0 ? a0 : o0;
+	*lo = d0 > *lo ? d0 : *lo;
+	*hi = a1 < o1 ? a1 : o1;
+	*hi = d1 + 1 < *hi ? d1 + 1 : *hi;
 }
 
 /* Where every line of a one-head plan allows one interval (a plan's query

@@ -44,10 +44,7 @@ int plan_intervals(const struct plan *p, int32_t (*iv)[2])
 				const int64_t c0 = t ? C->k0 : C->q0, c1 = t ? C->k1 : C->q1;
 				for (int64_t l = c0 > l0 ? c0 : l0; l < c1 && l < l1; l++) {
 					int64_t lo, hi;
-					if (t)
-						plan_cut_queries(C, l, o0, o1, &lo, &hi);
-					else
-						plan_cut_keys(C, l, o0, o1, &lo, &hi);
+					plan_cut_line(C, t, l, o0, o1, &lo, &hi);
 					if (!add(iv[l], lo, hi))
 						return 0;
 				}
