@@ -166,6 +166,31 @@ static __device__ __forceinline__ uint32_t bm_bits(const uint2 *bm, int kr, int 
 	return ok;
 }
 
+/* The same 32 bits where each key allows one interval of queries: keys kb
+ * and kb + 8 with intervals v0 and v1, queries qb + 8j + e (e 0 or 1),
+ * bit 4j + 2 (key) + e.  Per key and e the allowed j are a run, bits a
+ * nibble apart: a few shifts where a cut takes a compare a query column
+ * and a diagonal cut one an element. */
+static __device__ __forceinline__ uint32_t nib(int n)
+{
+	return 0x11111111u & (n >= 8 ? ~0u : (1u << 4 * n) - 1);
+}
+
+static __device__ __forceinline__ uint32_t iv_bits(const int2 *qiv, int kb, int qb)
+{
+	const int2 v[2] = { qiv[kb], qiv[kb + 8] };
+	uint32_t ok = 0;
+#pragma unroll
+	for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int ja = min(8, (max(v[kk].x - qb - e, 0) + 7) >> 3);
+			const int jb = min(8, (max(v[kk].y - qb - e, 0) + 7) >> 3);
+			ok |= (nib(jb) & ~nib(ja)) << (2 * kk + e);
+		}
+	return ok;
+}
+
 /* ---- small kernels --------------------------------------------------------- */
 
 /* ai<HD>::on: the accumulators of S^T and dP^T start at -L and -D (prep
@@ -289,6 +314,7 @@ struct args {
 	 * (halves), its bitmask's index above (where ncut > MANY) */
 	const int32_t *einf;
 	const uint2 *bm;           /* per bitmask BK key rows of BQ query bits */
+	const int2 *qiv;           /* per key its one interval of queries, or NULL */
 	/* deterministic: per q-tile row of the (untransposed) plan its k-tile
 	 * runs (first k-tile, k-tiles before it in the row), and per (b, hq,
 	 * q-tile) how many k-tiles have added their dQ */
@@ -1031,7 +1057,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 
 			/* Partial tiles: the allowed scores, while the products run. */
 			uint32_t ok = kvalid;
-			if (E.ncut > MANY)
+			if (E.ncut > 0 && a.qiv != NULL)
+				ok &= iv_bits(a.qiv, k0 + kr + g, q0 + 2 * t4);
+			else if (E.ncut > MANY)
 				ok &= bm_bits(a.bm + (int64_t)(a.einf[cur.e] >> 2) * BK, kr + g, t4);
 			else if (E.ncut > 0)
 				ok &= cut_bits<lay>(a.cut + E.cut0, E.ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);
@@ -1177,6 +1205,7 @@ struct state {
 	plan_cut *cut;
 	int32_t *einf;
 	uint2 *bm;
+	int2 *qiv;                 /* upload_intervals(), or NULL */
 	int4 *item;
 	int nitems, nslots;
 	float *dqa, *L, *D, *ws;
@@ -1222,6 +1251,7 @@ static void fini(void *st)
 	dev_free(f->ent);
 	dev_free(f->cut);
 	dev_free(f->einf);
+	dev_free(f->qiv);
 	dev_free(f->bm);
 	dev_free(f->item);
 	dev_free(f->dqa);
@@ -1895,7 +1925,13 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if ((rc = upload((void **)&f->row, pt.row, (size_t)(pt.nrows + 1) * sizeof *pt.row)) == KERN_OK &&
 	    (rc = upload((void **)&f->ent, pt.ent, (size_t)pt.nent * sizeof *pt.ent)) == KERN_OK &&
 	    (rc = upload((void **)&f->cut, pt.cut, (size_t)pt.ncut * sizeof *pt.cut)) == KERN_OK &&
-	    (rc = entinfo(f, &pt, f->bk)) == KERN_OK)
+	    (rc = entinfo(f, &pt, f->bk)) == KERN_OK &&
+	    /* partial tiles masked from each key's one interval of queries
+	     * where the mask has them (full, causal, documents, windows,
+	     * prefix-LM, share_question, random_eviction): iv_bits, not
+	     * the cuts; cuts keeps them, for A/B runs and checks */
+	    (hb_env("cuts") || (rc = upload_intervals(&f->qiv, &pt, hb_env("why") ?
+	    "hopper: bwd: partial tiles masked from each key's one interval of queries" : NULL)) == KERN_OK))
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
 	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
@@ -1962,7 +1998,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
 	a.wsk = f->ws; a.wsv = f->ws + nws;
 	a.row = f->row; a.item = f->item; a.ent = f->ent; a.cut = f->cut;
-	a.einf = f->einf; a.bm = f->bm;
+	a.einf = f->einf; a.bm = f->bm; a.qiv = f->qiv;
 	a.frow = f->frow; a.frank = f->frank; a.sem = f->sem; a.nqt = f->nqt;
 	a.sq = (int)s->sq; a.sk = (int)s->sk; a.sqp = f->sqp; a.hq = s->hq; a.hkv = s->hkv;
 	a.nkt = f->nkt; a.group = s->hq / s->hkv; a.mgroup = s->hq / f->mheads; a.batch = s->batch;

@@ -222,7 +222,9 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 		const int q0 = t * BQ;
 
 		uint32_t ok = kvalid;
-		if (ncut > MANY)
+		if (ncut > 0 && a.qiv != NULL)
+			ok &= iv_bits(a.qiv, k0 + kr + g, q0 + 2 * t4);
+		else if (ncut > MANY)
 			ok &= bm_bits(a.bm + (int64_t)cw * BK64, kr + g, t4);
 		else if (ncut > 0)
 			ok &= cut_bits<lay>(a.cut + cw, ncut, q0 + 2 * t4, k0 + kr + g, q0, q0 + BQ, k0 + kr, k0 + kr + 16);

@@ -97,6 +97,7 @@ struct args {
 	const plan_cut *cut;
 	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
 	const uint4 *bm;           /* per bitmask BQ rows of BK bits */
+	const int2 *iv;            /* per row its one interval of keys, or NULL */
 	void *o;
 	float *lse;
 	int sq, sk, hq, nqt, group, mgroup;
@@ -316,6 +317,19 @@ static __device__ __forceinline__ void allowed(bits<KT> *ok, const plan_cut *cut
 	ok[1] &= edge;
 }
 
+/* allowed() where each row allows one interval of keys (plan_intervals): two
+ * compares a row, where the cuts take four and two shifts a cut; the
+ * intervals stop at sk */
+template <int KT>
+static __device__ __forceinline__ void allowed_iv(bits<KT> *ok, const int2 *iv, const int *q, int kb)
+{
+#pragma unroll
+	for (int rr = 0; rr < 2; rr++) {
+		const int2 v = iv[q[rr]];
+		ok[rr] = span<KT>(v.x - kb, v.y - kb);
+	}
+}
+
 /* The row's tiles in plan order. */
 struct walk {
 	const plan_ent *ent;
@@ -403,7 +417,9 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
 	bits<KT> ok[2];
-	if (KT <= BK && w.E.ncut > MANY) {
+	if (a.iv != NULL) {
+		allowed_iv<KT>(ok, a.iv, qr, k0 + kq);
+	} else if (KT <= BK && w.E.ncut > MANY) {
 		/* wide tiles run plans of at most MANY cuts a tile (init): dead
 		 * there, the & 3 keeping its index in range; an if constexpr
 		 * around it doubled kill_scores's code */
@@ -459,7 +475,9 @@ struct gwalk {
 static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int e, int t,
     const int *qr, int kq, int q0)
 {
-	if (E.ncut > MANY) {
+	if (a.iv != NULL) {
+		allowed_iv<64>(ok, a.iv, qr, t * 64 + kq);
+	} else if (E.ncut > MANY) {
 		const uint4 *bm = a.bm + (int64_t)a.bmi[e] * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
@@ -1465,6 +1483,7 @@ struct state {
 	plan_ent *ent;
 	plan_cut *cut;
 	uint4 *bm;
+	int2 *iv;                  /* upload_intervals(), or NULL */
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int skv;                   /* a padded plan's sk */
 	int ntail, np;             /* fwd's split tail: q-tiles, parts each */
@@ -1502,6 +1521,7 @@ static void fini(void *st)
 	dev_free(f->cut);
 	dev_free(f->bmi);
 	dev_free(f->bm);
+	dev_free(f->iv);
 	dev_free(f->item);
 	dev_free(f->empty);
 	dev_free(f->next);
@@ -2030,6 +2050,15 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
 		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)) ||
 		    (rc = bitmasks(f, &p)) ||
+		    /* partial tiles masked from each row's one interval of
+		     * keys where the mask has them (full, causal, documents,
+		     * windows, prefix-LM): fwdp on documents under a tile
+		     * spent a quarter of its stall samples in the cut tests
+		     * (NOTES round 31); cuts keeps them, for A/B runs and
+		     * checks */
+		    (!env_has("LONGATTN_HOPPER_FWD", "cuts") && (rc = upload_intervals(&f->iv, &p,
+		    env_has("LONGATTN_HOPPER_FWD", "why") ?
+		    "hopper: fwd: partial tiles masked from each row's one interval of keys" : NULL))) ||
 		    (f->pers && (rc = items(f, &p, ord))))
 			;
 	}
@@ -2083,7 +2112,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
-	a.bmi = f->bmi; a.bm = f->bm;
+	a.bmi = f->bmi; a.bm = f->bm; a.iv = f->iv;
 	a.o = io->o; a.lse = io->lse;
 	a.sq = (int)s->sq; a.sk = f->skv > 0 ? f->skv : (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.qtile = f->qtile; a.ktile = f->ktile;

@@ -259,6 +259,26 @@ static inline int env_has(const char *v, const char *w)
 	return 0;
 }
 
+/* plan_intervals of p (a query row's keys, or a transposed plan's key's
+ * queries) to *dst on the device where every line is one interval; else
+ * *dst stays NULL.  say: a line for stderr where they are. */
+static inline int upload_intervals(int2 **dst, const struct plan *p, const char *say)
+{
+	const int64_t n = p->transposed ? (int64_t)p->nkt * p->bk : (int64_t)p->nqt * p->bq;
+	int32_t (*iv)[2] = (int32_t (*)[2])malloc((size_t)(n ? n : 1) * sizeof *iv);
+	int rc = KERN_OK;
+
+	if (iv == NULL)
+		return KERN_ERR;
+	if (plan_intervals(p, iv) == 1) {
+		rc = upload((void **)dst, iv, (size_t)n * sizeof *iv);
+		if (say != NULL)
+			warnx("%s", say);
+	}
+	free(iv);
+	return rc;
+}
+
 /* A padded plan tried by pad_plan. */
 struct padded {
 	struct plan p;

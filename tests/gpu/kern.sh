@@ -190,6 +190,13 @@ check)
 	kb "q-major fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/*.1000.amask $M/*.3001.amask \
 	    $M/share_question.4096.amask
 	force "" ""
+	# partial tiles masked from the cuts, where by default the keys'
+	# query intervals mask them, both tile widths
+	force "" cuts
+	kb "cuts bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force "" cuts,b64
+	kb "cuts b64 fp16 4:2 hd128" -p bwd -t fp16 -H 4:2 -D 128 $M/*.1000.amask
+	force "" ""
 	# the split walks left whole (an A/B switch of hopper's bwd)
 	force "" whole
 	kb "whole fp16 4:2 hd64" -p bwd -t fp16 -H 4:2 -D 64 $M/causal.4096.amask $M/share_question.4096.amask
@@ -319,8 +326,10 @@ check)
 	kb "qscale 8 bf16 8:2 hd128" --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/causal.3001.amask \
 	    $M/full.8192.amask
 	kb "qscale 8 fp16 4:4 hd64" --qscale 8 -t fp16 -H 4:4 -D 64 $M/*.1000.amask
+	# cuts: partial tiles masked from their cuts where by default the
+	# rows' intervals mask them (every one-head interval mask)
 	paths=
-	[ "$KERN" = hopper ] && paths="grid cluster gather pair64 loopfew,cluster,k176 loopfew,grid,k176,split split,grid"
+	[ "$KERN" = hopper ] && paths="grid cluster gather pair64 loopfew,cluster,k176 loopfew,grid,k176,split split,grid cuts"
 	for v in $paths; do
 		force $v ""
 		kb "qscale 8 $v bf16 8:2 hd128" -p fwd --qscale 8 -t bf16 -H 8:2 -D 128 $M/*.1000.amask \
