@@ -1929,8 +1929,11 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    /* partial tiles masked from each key's one interval of queries
 	     * where the mask has them (full, causal, documents, windows,
 	     * prefix-LM, share_question, random_eviction): iv_bits, not
-	     * the cuts; cuts keeps them, for A/B runs and checks */
-	    (hb_env("cuts") || (rc = upload_intervals(&f->qiv, &pt, hb_env("why") ?
+	     * the cuts; cuts keeps them, for A/B runs and checks.  An
+	     * interval may span a padded plan's gap rows: prep gives them
+	     * L = +inf, so P = 0 and they add nothing (share_question's
+	     * samples on tile edges are one interval a key only so). */
+	    (hb_env("cuts") || (rc = upload_intervals(&f->qiv, &pt, f->qtile, pt.nqt, hb_env("why") ?
 	    "hopper: bwd: partial tiles masked from each key's one interval of queries" : NULL)) == KERN_OK))
 		rc = f->det ? det_items(f, &p, &pt) : items(f, &pt);
 	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))

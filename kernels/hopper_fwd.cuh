@@ -2055,8 +2055,9 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		     * windows, prefix-LM): fwdp on documents under a tile
 		     * spent a quarter of its stall samples in the cut tests
 		     * (NOTES round 31); cuts keeps them, for A/B runs and
-		     * checks */
-		    (!env_has("LONGATTN_HOPPER_FWD", "cuts") && (rc = upload_intervals(&f->iv, &p,
+		     * checks.  No gaps spanned: a gap's keys would count in the
+		     * row's sum. */
+		    (!env_has("LONGATTN_HOPPER_FWD", "cuts") && (rc = upload_intervals(&f->iv, &p, NULL, 0,
 		    env_has("LONGATTN_HOPPER_FWD", "why") ?
 		    "hopper: fwd: partial tiles masked from each row's one interval of keys" : NULL))) ||
 		    (f->pers && (rc = items(f, &p, ord))))

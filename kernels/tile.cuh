@@ -261,21 +261,31 @@ static inline int env_has(const char *v, const char *w)
 
 /* plan_intervals of p (a query row's keys, or a transposed plan's key's
  * queries) to *dst on the device where every line is one interval; else
- * *dst stays NULL.  say: a line for stderr where they are. */
-static inline int upload_intervals(int2 **dst, const struct plan *p, const char *say)
+ * *dst stays NULL.  gap: the padded tiles of the other axis on the device
+ * (pad_plan's, ngap of them), whose gaps an interval may span, or NULL.
+ * say: a line for stderr where they are. */
+static inline int upload_intervals(int2 **dst, const struct plan *p, const int2 *gap, int64_t ngap,
+    const char *say)
 {
 	const int64_t n = p->transposed ? (int64_t)p->nkt * p->bk : (int64_t)p->nqt * p->bq;
 	int32_t (*iv)[2] = (int32_t (*)[2])malloc((size_t)(n ? n : 1) * sizeof *iv);
+	int32_t (*g)[2] = gap != NULL ? (int32_t (*)[2])malloc((size_t)(ngap ? ngap : 1) * sizeof *g) : NULL;
 	int rc = KERN_OK;
 
-	if (iv == NULL)
+	if (iv == NULL || (gap != NULL && g == NULL)) {
+		free(iv);
+		free(g);
 		return KERN_ERR;
-	if (plan_intervals(p, iv) == 1) {
+	}
+	if (gap != NULL && cudaMemcpy(g, gap, (size_t)ngap * sizeof *g, cudaMemcpyDeviceToHost) != cudaSuccess)
+		rc = KERN_ERR;
+	else if (plan_intervals(p, g, iv) == 1) {
 		rc = upload((void **)dst, iv, (size_t)n * sizeof *iv);
 		if (say != NULL)
 			warnx("%s", say);
 	}
 	free(iv);
+	free(g);
 	return rc;
 }
 

@@ -100,7 +100,10 @@ static inline void plan_cut_line(const struct plan_cut *c, int by_key, int64_t l
  * bk keys), {0, 0} where a line allows nothing.  0 where some line's set
  * is not found to be one interval (iv then undefined), -1 for a plan of
  * several mask heads.  Kernels mask partial tiles from these two numbers
- * a line instead of the tile's cuts. */
-int plan_intervals(const struct plan *p, int32_t (*iv)[2]);
+ * a line instead of the tile's cuts.  gap, where not NULL: per tile of
+ * the other axis {first real, real count} (mask_pad_tiles), and an
+ * interval may then span the positions past a tile's count, for a kernel
+ * to which those lines add nothing (the bwd's gap rows, whose P is 0). */
+int plan_intervals(const struct plan *p, const int32_t (*gap)[2], int32_t (*iv)[2]);
 
 #endif
