@@ -1929,7 +1929,9 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	    /* partial tiles masked from each key's one interval of queries
 	     * where the mask has them (full, causal, documents, windows,
 	     * prefix-LM, share_question, random_eviction): iv_bits, not
-	     * the cuts; cuts keeps them, for A/B runs and checks.  An
+	     * the cuts or bitmasks (H100, round 33: random_eviction +8 %,
+	     * hash_sparse +4 %, windows and documents +2-3 %); cuts keeps
+	     * them, for A/B runs and checks.  An
 	     * interval may span a padded plan's gap rows: prep gives them
 	     * L = +inf, so P = 0 and they add nothing (share_question's
 	     * samples on tile edges are one interval a key only so). */
