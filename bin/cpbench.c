@@ -453,11 +453,14 @@ int main(int argc, char *argv[])
 		boot_abort(&b, EXIT_BADINPUT, err);
 	if (topo_report(&b, &t, err, sizeof err) == -1)
 		boot_abort(&b, 1, err);
+	/* Before MPI's and NCCL's own setup, so that a crash there, too,
+	 * names its rank rather than an address alone (comm_mpi.c keeps Open
+	 * MPI's handler out of the way) */
+	crash_report();
+	crash_doing("rank %d of %d (%s): %s init", b.rank, b.size, b.host,
+	    backend == COMM_NCCL ? "nccl" : "mpi");
 	if (comm_init(&world, backend, &b, err, sizeof err) == -1)
 		boot_abort(&b, 1, err);
-	/* After MPI's and NCCL's own setup, so that a crash names its rank
-	 * and step rather than an address alone */
-	crash_report();
 	crash_doing("rank %d of %d (%s): setup", b.rank, b.size, b.host);
 
 	env = (struct cp_env){ .world = world, .boot = &b, .backend = backend, .kern = kern,

@@ -60,6 +60,9 @@ static int m_init(struct comm *w, char *err, size_t errlen)
 	MPI_Comm *mcw = xmalloc(sizeof *mcw);
 
 	MPI_Initialized(&inited);
+	/* Open MPI's crash handler would replace the caller's (crash_report),
+	 * which names the rank and step; a user's setting wins */
+	setenv("OMPI_MCA_opal_signal", "", 0);
 	/* The watchdog thread may call MPI_Abort while this thread is blocked */
 	if (!inited && (rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &got)) != MPI_SUCCESS) {
 		snprintf(err, errlen, "MPI_Init_thread failed (%d)", rc);

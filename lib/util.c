@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <ucontext.h>
 
 #include "util.h"
 
@@ -229,13 +230,14 @@ static void crash_prep(void)
 	crash_cur = next;
 }
 
-static void crash_handler(int sig)
+static void crash_handler(int sig, siginfo_t *si, void *ctx)
 {
 	const char *l = crash_line[crash_cur], *p = strstr(l, "%d");
 	char num[4] = { (char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0, 0 };
 	void *frames[32];
 	int n;
 
+	(void)si;
 	if (p != NULL) {
 		(void)!write(2, l, (size_t)(p - l));
 		(void)!write(2, sig >= 10 ? num : num + 1, sig >= 10 ? 2 : 1);
@@ -243,6 +245,24 @@ static void crash_handler(int sig)
 	}
 	n = backtrace(frames, 32);
 	backtrace_symbols_fd(frames, n, 2);
+#if defined(__x86_64__) && defined(REG_RIP)
+	{
+		/* A call through a null pointer leaves the unwinder nothing past
+		 * the signal frame; the caller's return address is on top of
+		 * the stack */
+		static const char says[] = "called through a null pointer from:\n";
+		const ucontext_t *uc = ctx;
+		void *caller;
+
+		if (uc->uc_mcontext.gregs[REG_RIP] == 0) {
+			caller = *(void **)uc->uc_mcontext.gregs[REG_RSP];
+			(void)!write(2, says, sizeof says - 1);
+			backtrace_symbols_fd(&caller, 1, 2);
+		}
+	}
+#else
+	(void)ctx;
+#endif
 	raise(sig);         /* SA_RESETHAND: the default action now */
 }
 
@@ -255,9 +275,9 @@ void crash_report(void)
 	(void)backtrace(&frame, 1);
 	crash_prep();
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = crash_handler;
+	sa.sa_sigaction = crash_handler;
 	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESETHAND;
+	sa.sa_flags = SA_RESETHAND | SA_SIGINFO;
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
 	sigaction(SIGFPE, &sa, NULL);
