@@ -4,10 +4,12 @@
  * one host.  So every operation is timed: one that has not finished after
  * LONGATTN_TIMEOUT seconds (default 60) aborts the whole job, naming this
  * rank and the operation.  LONGATTN_DIE_RANK=r (with LONGATTN_DIE_AFTER=n,
- * default 3) makes rank r kill itself at its n-th operation, to test that;
- * with LONGATTN_DIE_HOW=hang it stops there instead, which only the
- * watchdog can end, and with =segv it raises SIGSEGV. */
+ * default 3; 0: in init) makes rank r kill itself at its n-th operation, to
+ * test that; with LONGATTN_DIE_HOW=hang it stops there instead, which only
+ * the watchdog can end, and with =segv it raises SIGSEGV.  With
+ * LONGATTN_DIE_ONCE=file only the run that creates the file dies. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -92,28 +94,39 @@ static void wd_end(void)
 	wd_world = NULL;
 }
 
+static void die_here(const char *what)
+{
+	const char *how = getenv("LONGATTN_DIE_HOW"), *once = getenv("LONGATTN_DIE_ONCE");
+	int fd;
+
+	/* Only the first run that creates the file dies: a retry lives */
+	if (once != NULL && *once != '\0') {
+		if ((fd = open(once, O_WRONLY | O_CREAT | O_EXCL, 0644)) == -1)
+			return;
+		close(fd);
+	}
+	if (how != NULL && strcmp(how, "segv") == 0) {
+		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: a segfault in %s\n",
+		    program_invocation_short_name, die_rank, what);
+		raise(SIGSEGV);
+	}
+	if (how != NULL && strcmp(how, "hang") == 0) {
+		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: hanging in %s\n",
+		    program_invocation_short_name, die_rank, what);
+		for (;;)
+			pause();
+	}
+	fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: killing myself in %s\n",
+	    program_invocation_short_name, die_rank, what);
+	raise(SIGKILL);
+}
+
 static void arm(struct comm *c, const char *what)
 {
 	atomic_store(&wd_what, what);
 	atomic_store(&wd_since, comm_now());
-	if (die_rank >= 0 && c->world->rank == die_rank && ++nops == die_after) {
-		const char *how = getenv("LONGATTN_DIE_HOW");
-
-		if (how != NULL && strcmp(how, "segv") == 0) {
-			fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: a segfault in %s\n",
-			    program_invocation_short_name, die_rank, what);
-			raise(SIGSEGV);
-		}
-		if (how != NULL && strcmp(how, "hang") == 0) {
-			fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: hanging in %s\n",
-			    program_invocation_short_name, die_rank, what);
-			for (;;)
-				pause();
-		}
-		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: killing myself in %s\n",
-		    program_invocation_short_name, die_rank, what);
-		raise(SIGKILL);
-	}
+	if (die_rank >= 0 && c->world->rank == die_rank && ++nops == die_after)
+		die_here(what);
 }
 
 /* stream: where the operation was enqueued, for the backends whose calls
@@ -160,8 +173,12 @@ int comm_init(struct comm **world, int backend, struct boot *b, char *err, size_
 	w->world = w;
 	if ((s = getenv("LONGATTN_DIE_RANK")) != NULL)
 		die_rank = atoi(s);
-	if ((s = getenv("LONGATTN_DIE_AFTER")) != NULL && atoi(s) > 0)
+	if ((s = getenv("LONGATTN_DIE_AFTER")) != NULL && atoi(s) >= 0)
 		die_after = atoi(s);
+	/* 0: in the MPI or NCCL library's own init, where the tests cannot
+	 * otherwise reach */
+	if (die_rank >= 0 && b->rank == die_rank && die_after == 0)
+		die_here("init");
 	/* The watchdog guards init too: NCCL's bootstrap waits for every rank */
 	wd_world = w;
 	atomic_store(&wd_stop, 0);

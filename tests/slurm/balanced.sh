@@ -8,7 +8,6 @@
 slurm_up balanced-slurm
 export SLURM_CONF LONGATTN_THREADS=1
 cd "$LONGATTN_SLURM_SHARED" || exit 1
-sr() { timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=2 "$@"; }
 args="--backend mpi --node-size 2 -H 8:4 -D 32 -w 0 -n 1"
 
 # every pattern at 2K tokens, windows and blocks scaled to it (as tests/gpu/kern.sh)

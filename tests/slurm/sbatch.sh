@@ -64,7 +64,10 @@ rows() {
 export LONGATTN_WARMUP=0 LONGATTN_ITERS=1
 deadline=$(($(date +%s) + 420))
 kb=$(submit kbench LONGATTN_RESULTS=$D/kb LONGATTN_SEQLENS=256,512 -- "$TOP/sbatch/kbench.sbatch")
-cp=$(submit cpbench LONGATTN_RESULTS=$D/cp LONGATTN_TOKENS_PER_RANK=64 -- \
+# Its first step's rank 1 crashes inside MPI's init (LONGATTN_DIE_ONCE):
+# the template runs that step once more and loses no row.
+cp=$(submit cpbench LONGATTN_RESULTS=$D/cp LONGATTN_TOKENS_PER_RANK=64 LONGATTN_DIE_HOW=segv \
+    LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=0 LONGATTN_DIE_ONCE=$D/cp.once -- \
     -N 2 --ntasks-per-node=2 "$TOP/sbatch/cpbench.sbatch")
 st=$(submit study LONGATTN_RESULTS=$D/st LONGATTN_PATTERNS=full,causal LONGATTN_SEQLENS=256 \
     LONGATTN_CP_MASKS=causal_document_long LONGATTN_WORLDS=4 LONGATTN_TOKENS_PER_RANK=64 -- \
@@ -127,6 +130,8 @@ fi
 # ---- cpbench.sbatch: worlds 2 (1 node) and 4 (2 nodes) x 4 masks x 6 strategies x fwd,bwd
 if sweep cpbench "$cp" cp; then
 	check cpbench-96-rows test "$(($(wc -l <"$f") - 1))" -eq 96
+	check cpbench-retried test -e "$D/cp.once" -a \
+	    "$(grep -c "^cpbench.sbatch: a rank crashed inside MPI's init, before any row: once more" "$D/cpbench.out")" -eq 1
 	check cpbench-worlds test "$(rows "$f" '$c["world"] == 2 && $c["seqlen_q"] == 128')" -eq 48 -a \
 	    "$(rows "$f" '$c["world"] == 4 && $c["seqlen_q"] == 256')" -eq 48
 	check cpbench-strategies test "$(awk -F '\t' 'NR > 1 { print $2 }' "$f" | sort -u | tr '\n' ' ')" = \
