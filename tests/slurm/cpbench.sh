@@ -48,7 +48,7 @@ check cpbench-slurm-hang-bounded test $secs -lt 60
 check cpbench-slurm-hang-watchdog grep -q '^cpbench: rank [0-3] (n[12]): comm .* did not finish in 10 s' hang.err
 grep -q 'did not finish in 10 s' hang.err || cat hang.err
 
-# A crash inside MPI's init (Open MPI 4.1 with PMIx 4.2 does that, rarely,
+# A crash inside MPI's init (Open MPI 4.1's TCP transport does that, rarely,
 # under srun) names its rank and phase, and sr, like cpbench.sbatch, runs
 # the step once more; a crash later, in cpbench's own work, is not retried
 LONGATTN_DIE_HOW=segv LONGATTN_DIE_RANK=1 LONGATTN_DIE_AFTER=0 LONGATTN_DIE_ONCE=$PWD/once.flag \
