@@ -1490,6 +1490,12 @@ enum { PHW = 160 };
  * rather than 512: H100 full 64K +2 %, H200 within 0.5 % of it. */
 enum { HSEG = 256 };
 
+/* head_items' CTAs at most: they go on the grid's x (2^31 - 1).  65535,
+ * walk_items' limit for flash's grid y, had doubled full 128K's stretches
+ * to 512 (1024 k-tiles x 8 q-heads x 8 stretches is 65536) and left
+ * 256K and longer rows whole. */
+enum { HMAX = 1 << 24 };
+
 /* hb_start's q-major walks, listed in k-tile order (stretches: qm_seg):
  * one-head masks where at least a quarter of the rows end where the row
  * before ends, short of the last q-tile, and start elsewhere (in the
@@ -1585,7 +1591,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		sl += len >= PHW ? len : 0;
 		ni++;
 	}
-	if ((int64_t)ni * group > 65535)
+	if ((int64_t)ni * group > HMAX)
 		return 0;
 	if (one ? lmax < (lmin < lmax ? PH / 2 : PH) && !hb_env("ph1") :
 	    (s2 < PHW * s1 || 2 * sl < s1) && !hb_env("phall"))
@@ -1600,8 +1606,10 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 	/* a descending walk starts at its row's end: whole rows only */
 	int hs = f->rev || hb_env("hwhole") ? lmax : hb_env("hseg512") ? 512 :
 	    hb_env("hseg4") ? 4 : HSEG;
-	while ((int64_t)ni * group * ((lmax + hs - 1) / hs) > 65535)
+	while ((int64_t)ni * group * ((lmax + hs - 1) / hs) > HMAX)
 		hs *= 2;
+	if (hb_env("why"))
+		warnx("hopper: bwd: %s walks, stretches of %d q-tiles", f->rev ? "descending" : "ascending", hs);
 	const int nseg = (lmax + hs - 1) / hs;
 	int4 *rows = (int4 *)malloc((size_t)ni * sizeof *rows);
 	item = (int4 *)malloc((size_t)ni * group * nseg * sizeof *item);
