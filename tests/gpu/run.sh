@@ -15,7 +15,9 @@
 #             full and causal at 1K-128K, fwd and bwd ($VERSUS_ROUNDS
 #             processes a cell, 1 by default; the tables give medians),
 #             hopper's deterministic bwd at 8K/32K/128K, every other
-#             pattern at 32K on hopper (64:8, hd 128, bf16); $VERSUS_LENS
+#             pattern on hopper at the lengths in $VERSUS_PATLENS (32K
+#             by default; 64:8, hd 128, bf16) over full at the same
+#             length, beside its tile bounds; $VERSUS_LENS
 #             and $VERSUS_PASSES narrow the first part, $VERSUS_PARTS
 #             picks among its three parts: table det patterns;
 #             VERSUS_ITERS="W N" runs the table's cells under 64K at W
@@ -227,11 +229,18 @@ sec_versus() {
 }
 
 versus_patterns() {
-	for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
-	    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
-	    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
-	    random_eviction; do
-		maskgen -p $p -n 32768 -s 3 -o "$M/vp-$p.amask" || fail "maskgen $p"
+	plens=${VERSUS_PATLENS:-32768}
+	for n in $plens; do
+		for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
+		    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
+		    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
+		    random_eviction; do
+			maskgen -p $p -n $n -s 3 -o "$M/vp-$p-$n.amask" || { fail "maskgen $p $n"; return; }
+		done
+		# the ratios need full at each length: the table's, else its own
+		awk -F'\t' -v n=$n '$2 == "hopper" && $3 == "full" && $4 == n { f = 1 } END { exit !f }' \
+		    "$OUT/versus.tsv" 2>/dev/null || { maskgen -p full -n $n -o "$M/vp-full-$n.amask" ||
+		    { fail "maskgen full $n"; return; }; }
 	done
 	# a process a pattern and pass, warmed as the masks section's: all in
 	# one process at -w 2 -n 5, these 2-ms passes read about 20 % low
@@ -242,25 +251,43 @@ versus_patterns() {
 			vsrows -k hopper -p $pass -w 3 -n 10 "$f"
 		done
 	done
-	# each pattern over full at 32K (the table's rows, if it ran there)
-	# beside its tile bounds: issue 14 asks 0.85 of full, or within 10 %
-	# of the bound at the smallest tile where that is below 0.85
+	# each pattern over full at its length beside its tile bounds: issue
+	# 14 asks 0.85 of full, or within 10 % of the bound at the smallest
+	# tile where that is below 0.85
 	for f in "$M"/vp-*.amask; do
 		p=${f##*/vp-}
-		printf '%s' "${p%.amask}"
+		p=${p%.amask}
+		[ "${p%-*}" = full ] && continue
+		printf '%s\t%s' "${p%-*}" "${p##*-}"
 		for t in 128x128 64x64; do
 			maskgen -i "$f" --plan $t | awk '$1 == "tile_bound" { printf "\t%s", $2 }'
 		done
 		echo
 	done >"$M/bounds.txt"
-	awk -F'\t' 'FNR == NR { b[$1] = $2 "\t" $3; next }
+	patterns_table "$M/bounds.txt" "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
+}
+
+# patterns_table BOUNDS ROWS: hopper's rate on each (pattern, length) of
+# BOUNDS over its full mask's at that length, the median of the rows
+# (summarize's rule) in each pass, beside the bounds
+patterns_table() {
+	awk -F'\t' 'FNR == NR { b[$1, $2] = $3 "\t" $4; bl[$1, $2] = 1; next }
 	    FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-	    $c["kernel"] == "hopper" && $c["seqlen_q"] == 32768 && $c["status"] == "ok" {
-		t[$c["mask"], $c["pass"]] = $c["tflops"] }
-	    function r(p, x) { return t[p, x] && t["full", x] ? sprintf("%.2f", t[p, x] / t["full", x]) : "-" }
-	    END { print "pattern\tfwd\tbwd\tfwd/full\tbwd/full\tbound128\tbound64"
-		for (p in b) print p, t[p, "fwd"], t[p, "bwd"], r(p, "fwd"), r(p, "bwd"), b[p] | "sort"
-		close("sort") }' OFS='\t' "$M/bounds.txt" "$OUT/versus.tsv" | tee -a "$OUT/summary.txt"
+	    $c["kernel"] == "hopper" && $c["status"] == "ok" {
+		k = $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"]; v[k, ++nv[k]] = $c["tflops"] }
+	    function med(k,   m, i, j, t, a) {
+		m = nv[k]; if (!m) return 0
+		for (i = 1; i <= m; i++) a[i] = v[k, i] + 0
+		for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+	    function r(p, n, x,   a, f) { a = med(p SUBSEP n SUBSEP x); f = med("full" SUBSEP n SUBSEP x)
+		return a && f ? sprintf("%.2f", a / f) : "-" }
+	    function t(p, n, x,   a) { a = med(p SUBSEP n SUBSEP x); return a ? a : "-" }
+	    END { print "pattern\tseqlen\tfwd\tbwd\tfwd/full\tbwd/full\tbound128\tbound64"
+		for (k in bl) { split(k, q, SUBSEP)
+		    print q[1], q[2], t(q[1], q[2], "fwd"), t(q[1], q[2], "bwd"), r(q[1], q[2], "fwd"),
+		        r(q[1], q[2], "bwd"), b[q[1], q[2]] | "sort -k1,1 -k2,2n" }
+		close("sort -k1,1 -k2,2n") }' OFS='\t' "$1" "$2"
 }
 
 # Rows to $OUT/masks.tsv; the short documents' and block-sparse rows (one
