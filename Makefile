@@ -25,9 +25,13 @@ VERSION := 0.1
 # rules for objects come before `all' below: a bare `make' builds the tools
 .DEFAULT_GOAL := all
 # COMMIT=hash in the environment wins: a copy whose git state lags (the
-# device's) would name another commit in every result row
+# device's) would name another commit in every result row.  A tree whose
+# tracked files differ from HEAD says so (HASH-dirty): its rows are not
+# HEAD's.
 ifeq ($(origin COMMIT),undefined)
-COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
+COMMIT := $(shell h=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+	{ git diff --quiet HEAD -- 2>/dev/null && echo $$h || echo $$h-dirty; } || \
+	cat .commit 2>/dev/null || echo unknown)
 endif
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread

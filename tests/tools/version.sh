@@ -16,7 +16,7 @@ for tool in seqsample maskgen kbench cpbench summarize; do
 	check "$tool --version exits 0, one line, nothing on stderr" \
 	    sh -c "[ $rc -eq 0 ] && [ \$(wc -l <'$T/v') -eq 1 ] && ! test -s '$T/e'"
 	line=$(cat "$T/v")
-	check "$tool --version: '$line'" sh -c "echo '$line' | grep -Eqx '$tool longattn [0-9][0-9a-z.+-]* \\(commit ([0-9a-f]{12}|unknown); features [a-z ]+\\)'"
+	check "$tool --version: '$line'" sh -c "echo '$line' | grep -Eqx '$tool longattn [0-9][0-9a-z.+-]* \\(commit ([0-9a-f]{12}(-dirty)?|unknown); features [a-z ]+\\)'"
 	check "$tool --version names version $version" sh -c "echo '$line' | grep -q ' longattn $version ('"
 	check "$tool --version lists the build's features ($features)" sh -c "echo '$line' | grep -q '; features $features)\$'"
 	echo "${line#"$tool "}" >>"$T/rest"
@@ -25,7 +25,9 @@ for tool in seqsample maskgen kbench cpbench summarize; do
 done
 check "every tool reports the same build" test "$(sort -u "$T/rest" | wc -l)" -eq 1
 if git rev-parse HEAD >/dev/null 2>&1; then
-	check "the commit is HEAD's" grep -q "(commit $(git rev-parse --short=12 HEAD);" "$T/rest"
+	# HASH-dirty where tracked files differ from HEAD
+	d=; git diff --quiet HEAD -- || d=-dirty
+	check "the commit is HEAD's" grep -q "(commit $(git rev-parse --short=12 HEAD)$d;" "$T/rest"
 fi
 
 # The stack column: the last of the header, right after seed; "-" for rows
