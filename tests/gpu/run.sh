@@ -229,24 +229,26 @@ sec_versus() {
 }
 
 versus_patterns() {
-	plens=${VERSUS_PATLENS:-32768}
+	plens=${VERSUS_PATLENS:-32768} vpf=
+	# this call's masks only: $M outlives a device call
 	for n in $plens; do
 		for p in full_document causal_document share_question causal_blockwise prefix_lm_causal \
 		    prefix_lm_document sliding_window sliding_window_causal global_sliding_window \
 		    block_causal_document block_sparse_uniform block_sparse_variable qk_sparse hash_sparse \
 		    random_eviction; do
 			maskgen -p $p -n $n -s 3 -o "$M/vp-$p-$n.amask" || { fail "maskgen $p $n"; return; }
+			vpf="$vpf $M/vp-$p-$n.amask"
 		done
 		# the ratios need full at each length: the table's, else its own
 		awk -F'\t' -v n=$n '$2 == "hopper" && $3 == "full" && $4 == n { f = 1 } END { exit !f }' \
 		    "$OUT/versus.tsv" 2>/dev/null || { maskgen -p full -n $n -o "$M/vp-full-$n.amask" ||
-		    { fail "maskgen full $n"; return; }; }
+		    { fail "maskgen full $n"; return; }; vpf="$vpf $M/vp-full-$n.amask"; }
 	done
 	# a process a pattern and pass, warmed as the masks section's: all in
 	# one process at -w 2 -n 5, these 2-ms passes read about 20 % low
 	# (H100, causal documents' fwd 386 there, 488-496 in kern.sh ab with
 	# the same fwd; bench/NOTES.md, round 20)
-	for f in "$M"/vp-*.amask; do
+	for f in $vpf; do
 		for pass in fwd bwd; do
 			vsrows -k hopper -p $pass -w 3 -n 10 "$f"
 		done
@@ -254,7 +256,7 @@ versus_patterns() {
 	# each pattern over full at its length beside its tile bounds: issue
 	# 14 asks 0.85 of full, or within 10 % of the bound at the smallest
 	# tile where that is below 0.85
-	for f in "$M"/vp-*.amask; do
+	for f in $vpf; do
 		p=${f##*/vp-}
 		p=${p%.amask}
 		[ "${p%-*}" = full ] && continue
