@@ -97,6 +97,8 @@ static void wd_end(void)
 static void die_here(const char *what)
 {
 	const char *how = getenv("LONGATTN_DIE_HOW"), *once = getenv("LONGATTN_DIE_ONCE");
+	const int segv = how != NULL && strcmp(how, "segv") == 0,
+	    hang = how != NULL && strcmp(how, "hang") == 0;
 	int fd;
 
 	/* Only the first run that creates the file dies: a retry lives */
@@ -105,20 +107,11 @@ static void die_here(const char *what)
 			return;
 		close(fd);
 	}
-	if (how != NULL && strcmp(how, "segv") == 0) {
-		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: a segfault in %s\n",
-		    program_invocation_short_name, die_rank, what);
-		raise(SIGSEGV);
-	}
-	if (how != NULL && strcmp(how, "hang") == 0) {
-		fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: hanging in %s\n",
-		    program_invocation_short_name, die_rank, what);
-		for (;;)
-			pause();
-	}
-	fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: killing myself in %s\n",
-	    program_invocation_short_name, die_rank, what);
-	raise(SIGKILL);
+	fprintf(stderr, "%s: rank %d: LONGATTN_DIE_RANK: %s in %s\n", program_invocation_short_name,
+	    die_rank, segv ? "a segfault" : hang ? "hanging" : "killing myself", what);
+	while (hang)
+		pause();
+	raise(segv ? SIGSEGV : SIGKILL);
 }
 
 static void arm(struct comm *c, const char *what)

@@ -270,26 +270,19 @@ versus_patterns() {
 }
 
 # patterns_table BOUNDS ROWS: hopper's rate on each (pattern, length) of
-# BOUNDS over its full mask's at that length, the median of the rows
-# (summarize's rule) in each pass, beside the bounds
+# BOUNDS over its full mask's at that length, summarize's medians of the
+# rows in each pass, beside the bounds
 patterns_table() {
-	awk -F'\t' 'FNR == NR { b[$1, $2] = $3 "\t" $4; bl[$1, $2] = 1; next }
+	summarize -f tsv "$2" 2>/dev/null | awk -F'\t' 'FNR == NR { b[$1, $2] = $3 "\t" $4; bl[$1, $2] = 1; next }
 	    FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-	    $c["kernel"] == "hopper" && $c["status"] == "ok" {
-		k = $c["mask"] SUBSEP $c["seqlen_q"] SUBSEP $c["pass"]; v[k, ++nv[k]] = $c["tflops"] }
-	    function med(k,   m, i, j, t, a) {
-		m = nv[k]; if (!m) return 0
-		for (i = 1; i <= m; i++) a[i] = v[k, i] + 0
-		for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
-	    function r(p, n, x,   a, f) { a = med(p SUBSEP n SUBSEP x); f = med("full" SUBSEP n SUBSEP x)
-		return a && f ? sprintf("%.2f", a / f) : "-" }
-	    function t(p, n, x,   a) { a = med(p SUBSEP n SUBSEP x); return a ? a : "-" }
+	    $c["label"] == "hopper" && $c["status"] == "ok" { t[$c["mask"], $c["seqlen"], $c["pass"]] = $c["tflops"] }
+	    function v(p, n, x) { return t[p, n, x] ? t[p, n, x] : "-" }
+	    function r(p, n, x) { return t[p, n, x] && t["full", n, x] ? sprintf("%.2f", t[p, n, x] / t["full", n, x]) : "-" }
 	    END { print "pattern\tseqlen\tfwd\tbwd\tfwd/full\tbwd/full\tbound128\tbound64"
 		for (k in bl) { split(k, q, SUBSEP)
-		    print q[1], q[2], t(q[1], q[2], "fwd"), t(q[1], q[2], "bwd"), r(q[1], q[2], "fwd"),
+		    print q[1], q[2], v(q[1], q[2], "fwd"), v(q[1], q[2], "bwd"), r(q[1], q[2], "fwd"),
 		        r(q[1], q[2], "bwd"), b[q[1], q[2]] | "sort -k1,1 -k2,2n" }
-		close("sort -k1,1 -k2,2n") }' OFS='\t' "$1" "$2"
+		close("sort -k1,1 -k2,2n") }' OFS='\t' "$1" -
 }
 
 # Rows to $OUT/masks.tsv; the short documents' and block-sparse rows (one
