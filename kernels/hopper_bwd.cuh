@@ -69,6 +69,9 @@ enum { BK = 128, BQ = 64, NT = 256, MANY = 8, NST = HB_NST };
 /* PH: a CTA per (k-tile, q-head) on causal and full masks whose longest
  * row has PH q-tiles, PH/2 when rows differ in length (head_items). */
 enum { PH = 256 };
+/* hb_split's most parts, and the shared memory its few-SM kernels ask
+ * for only so that no SM takes two of their blocks */
+enum { SPLITMAX = 8, OSMEM = 120 * 1024, OSNT = 1024 };
 
 /* Registers of the producer warpgroup and of each consumer after
  * setmaxnreg (the launch gives 168 to each of 384 threads). */
@@ -212,7 +215,8 @@ template <int HD> struct pshape {
 };
 
 /* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
- * -lse/scale, rows padded to sqp: PL lanes per (b, q, h) row, q < sqp; a
+ * -lse/scale, rows padded to sqp: PL lanes per (b, q, h) row, q < sqp and
+ * h0 <= h < h0 + nh (one part's q-heads, or all); a
  * row past sq or with lse = -inf gets L = +inf (P = 0) and D = 0.  With
  * a padded plan (qtile) q is the padded row, read from its real one; rows
  * in gaps are rows past sq.
@@ -224,78 +228,123 @@ template <int HD> struct pshape {
  * adds to its q-tile (tgt 0), since no CTA converts or writes that tile;
  * cnt non-NULL (fuse): a q-tile's first row sets the tile's count in cnt
  * to its target, which the k-tiles' adds count down. */
-template <typename T, int HD>
+template <typename T, int HD, bool CS>
 __global__ void prep(const T *o, const T *dout, const float *lse, float *D, float *L, float rscale,
     int sq, int sqp, int hq, const int2 *qtile, float *dqa,
-    T *dq, const int32_t *tgt, int mgroup, int *cnt)
+    T *dq, const int32_t *tgt, int mgroup, int *cnt, int h0, int nh)
 {
 	typedef pshape<HD> P;
 	const int lane = threadIdx.x & 31, pc = lane % P::PL * 8;
+	const int rows = (int)(blockDim.x >> 5) * P::PR, nbx = (sqp * nh + rows - 1) / rows;
+	const int64_t b = blockIdx.y;
 	/* rows (q, h), h fastest, so that a block reads one stretch of O and
 	 * dO; (q, h) by one 32-bit division (64-bit ones made this pass
-	 * issue-bound: ncu, round 9) */
-	const int rb = (int)(blockIdx.x * P::ROWS) + (int)(threadIdx.x >> 5) * P::PR + lane / P::PL;
-	const int q = rb / hq, h = rb - q * hq;
-	const int64_t b = blockIdx.y;
-	const bool in = rb < sqp * hq;
-	int r = in && q < sq ? q : -1;
-	if (qtile != NULL && in) {
-		const int2 t = qtile[q / BQ];
-		r = q % BQ < t.y ? t.x + q % BQ : -1;
-	}
-	const int64_t src = r >= 0 ? ((b * sq + r) * hq + h) * HD + pc : 0;
-	uint4 x[P::PV], y[P::PV];
-	float l = -INFINITY;
-	if (r >= 0) {
-#pragma unroll
-		for (int v = 0; v < P::PV; v++) {
-			x[v] = *(const uint4 *)(o + src + v * P::PL * 8);
-			y[v] = *(const uint4 *)(dout + src + v * P::PL * 8);
+	 * issue-bound: ncu, round 9).  CS (split): fewer blocks than rows,
+	 * each taking one stretch after another on an SM of its own, beside
+	 * the main kernel of another part; what it reads and writes is not
+	 * read again until that part runs, so it streams past L2 */
+	for (int bx = blockIdx.x; bx < nbx; bx += gridDim.x) {
+		const int rb = bx * rows + (int)(threadIdx.x >> 5) * P::PR + lane / P::PL;
+		const int q = rb / nh, h = h0 + rb - q * nh;
+		const bool in = rb < sqp * nh;
+		int r = in && q < sq ? q : -1;
+		if (qtile != NULL && in) {
+			const int2 t = qtile[q / BQ];
+			r = q % BQ < t.y ? t.x + q % BQ : -1;
 		}
-		l = lse[(b * hq + h) * sq + r];
-	} else {
+		const int64_t src = r >= 0 ? ((b * sq + r) * hq + h) * HD + pc : 0;
+		uint4 x[P::PV], y[P::PV];
+		float l = -INFINITY;
+		if (r >= 0) {
 #pragma unroll
-		for (int v = 0; v < P::PV; v++)
-			x[v] = y[v] = make_uint4(0, 0, 0, 0);
-	}
-	float sum = 0;
-#pragma unroll
-	for (int v = 0; v < P::PV; v++) {
-		const uint32_t xa[4] = {x[v].x, x[v].y, x[v].z, x[v].w}, ya[4] = {y[v].x, y[v].y, y[v].z, y[v].w};
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const float2 a2 = dt<T>::unpack(xa[i]), c2 = dt<T>::unpack(ya[i]);
-			sum += a2.x * c2.x + a2.y * c2.y;
-		}
-	}
-#pragma unroll
-	for (int off = P::PL / 2; off > 0; off >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, off);
-	if (!in)
-		return;
-	const int tg = tgt != NULL ? tgt[(h / mgroup) * (sqp / BQ) + q / BQ] : 1;
-	if (r >= 0) {
-#pragma unroll
-		for (int v = 0; v < P::PV; v++) {
-			if (dqa != NULL) {
-				*(float4 *)(dqa + src + v * P::PL * 8) = make_float4(0.f, 0.f, 0.f, 0.f);
-				*(float4 *)(dqa + src + v * P::PL * 8 + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+			for (int v = 0; v < P::PV; v++) {
+				if constexpr (CS) {
+					x[v] = __ldcs((const uint4 *)(o + src + v * P::PL * 8));
+					y[v] = __ldcs((const uint4 *)(dout + src + v * P::PL * 8));
+				} else {
+					x[v] = *(const uint4 *)(o + src + v * P::PL * 8);
+					y[v] = *(const uint4 *)(dout + src + v * P::PL * 8);
+				}
 			}
-			if (dq != NULL && tg == 0)
-				*(uint4 *)(dq + src + v * P::PL * 8) = make_uint4(0, 0, 0, 0);
+			l = lse[(b * hq + h) * sq + r];
+		} else {
+#pragma unroll
+			for (int v = 0; v < P::PV; v++)
+				x[v] = y[v] = make_uint4(0, 0, 0, 0);
+		}
+		float sum = 0;
+#pragma unroll
+		for (int v = 0; v < P::PV; v++) {
+			const uint32_t xa[4] = {x[v].x, x[v].y, x[v].z, x[v].w}, ya[4] = {y[v].x, y[v].y, y[v].z, y[v].w};
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				const float2 a2 = dt<T>::unpack(xa[i]), c2 = dt<T>::unpack(ya[i]);
+				sum += a2.x * c2.x + a2.y * c2.y;
+			}
+		}
+#pragma unroll
+		for (int off = P::PL / 2; off > 0; off >>= 1)
+			sum += __shfl_xor_sync(0xffffffffu, sum, off);
+		if (!in)
+			continue;
+		const int tg = tgt != NULL ? tgt[(h / mgroup) * (sqp / BQ) + q / BQ] : 1;
+		if (r >= 0) {
+#pragma unroll
+			for (int v = 0; v < P::PV; v++) {
+				if (dqa != NULL) {
+					float4 *z = (float4 *)(dqa + src + v * P::PL * 8);
+					if constexpr (CS) {
+						__stcs(z, make_float4(0.f, 0.f, 0.f, 0.f));
+						__stcs(z + 1, make_float4(0.f, 0.f, 0.f, 0.f));
+					} else {
+						z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+						z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+					}
+				}
+				if (dq != NULL && tg == 0)
+					*(uint4 *)(dq + src + v * P::PL * 8) = make_uint4(0, 0, 0, 0);
+			}
+		}
+		if (pc == 0) {
+			if (cnt != NULL && q % BQ == 0)
+				cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tg;
+			const int64_t dst = (b * hq + h) * sqp + q;
+			if constexpr (ai<HD>::on) {
+				D[dst] = -sum;
+				L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
+			} else {
+				D[dst] = sum;
+				L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+			}
 		}
 	}
-	if (pc == 0) {
-		if (cnt != NULL && q % BQ == 0)
-			cnt[(b * hq + h) * (sqp / BQ) + q / BQ] = tg;
-		const int64_t dst = (b * hq + h) * sqp + q;
-		if constexpr (ai<HD>::on) {
-			D[dst] = -sum;
-			L[dst] = l == -INFINITY ? -INFINITY : -l * rscale;
-		} else {
-			D[dst] = sum;
-			L[dst] = l == -INFINITY ? INFINITY : l * HB_LOG2E;
+}
+
+/* split: one part's fp32 dQ into dq, the scale folded in.  acc and dq
+ * point at the part's first q-head in row 0; a row's w4 float4 are the
+ * part's q-heads, ld elements from the next row's.  UN float4 a thread
+ * in flight, streamed past L2, since this runs on a few SMs beside the
+ * next part's main kernel and nothing reads them again (rows * w4 <
+ * 2^32: run_t splits only then). */
+template <typename T>
+__global__ void dq_part(const float *acc, T *dq, uint32_t rows, uint32_t w4, int64_t ld, float scale)
+{
+	constexpr int UN = 4;
+	const uint64_t n = (uint64_t)rows * w4, step = (uint64_t)gridDim.x * blockDim.x;
+	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += UN * step) {
+		float4 x[UN];
+		int64_t at[UN];
+#pragma unroll
+		for (int u = 0; u < UN; u++) {
+			const uint32_t i = (uint32_t)(e + u * step), r = i / w4;
+			at[u] = e + u * step < n ? r * ld + (int64_t)(i - r * w4) * 4 : -1;
+			if (at[u] >= 0)
+				x[u] = __ldcs((const float4 *)(acc + at[u]));
 		}
+#pragma unroll
+		for (int u = 0; u < UN; u++)
+			if (at[u] >= 0)
+				__stcs((uint2 *)(dq + at[u]), dq_pack<T>(x[u], scale));
 	}
 }
 
@@ -328,6 +377,7 @@ struct args {
 	const int2 *qtile, *ktile;
 	int skv;
 	int rev;                   /* head_items' walks from the last q-tile down */
+	int hk0;                   /* the kv-head of grid y 0 (a split's part) */
 	/* fuse (bit 0: the converted workspace lines discarded from L2; bit
 	 * 1: written as zeros, so that prep need not zero them; 4 and 8:
 	 * fin_run's timing switches; 0: off): the count that completes a dQ
@@ -870,7 +920,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd(const __grid_constant__ CUten
 		return;
 	}
 	const int4 item = a.item[blockIdx.x - (FUSE ? a.fconv : 0)];
-	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
+	const int hk = blockIdx.y + a.hk0, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK, kr = wg * 64 + wi * 16;
 	T *tag = nullptr;
 
@@ -1224,6 +1274,13 @@ struct state {
 	int dqz;                   /* fuse 2: the workspace is zero (the first run zeroes it) */
 	int solo;                  /* hb_solo: tgt as fuse's; no workspace, no dq_out */
 	int skv;                   /* its sk, or 0 */
+	/* hb_split: the pass in split parts of the kv-heads, each part's prep
+	 * and dQ conversion on osb SMs of the high-priority stream sh beside
+	 * another part's main kernel (parts in turn on the caller's stream
+	 * and sb); ev: the fork, each part's prep and main, the two joins */
+	int split, osb;
+	cudaStream_t sh, sb;
+	cudaEvent_t ev[2 * SPLITMAX + 3];
 };
 
 static const char *check(const struct attn_shape *s, const struct mask *m)
@@ -1265,6 +1322,13 @@ static void fini(void *st)
 	dev_free(f->ktile);
 	dev_free(f->tgt);
 	dev_free(f->q);
+	for (int i = 0; i < 2 * SPLITMAX + 3; i++)
+		if (f->ev[i] != NULL)
+			cudaEventDestroy(f->ev[i]);
+	if (f->sh != NULL)
+		cudaStreamDestroy(f->sh);
+	if (f->sb != NULL)
+		cudaStreamDestroy(f->sb);
 	free(f);
 }
 
@@ -1824,6 +1888,10 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	fn[12] = bwd_fn<T, HD, true, false>(0);
 	for (int i = 0; i < 13 && e == cudaSuccess; i++)
 		e = cudaFuncSetAttribute(fn[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lay_smem<HD>::TOTAL);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(prep<T, HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, OSMEM);
+	if (e == cudaSuccess)
+		e = cudaFuncSetAttribute(dq_part<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, OSMEM);
 	if constexpr (HD == 128) {
 		if (e == cudaSuccess)
 			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
@@ -1874,6 +1942,40 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 		plan_free(&p6);
 	}
 	return 0;
+}
+
+/* The pass in parts of the kv-heads (LONGATTN_HOPPER_BWD=split2, split4,
+ * split8; os8, os32, os48 the SMs that the O(S) kernels beside a main
+ * kernel take, 16 else).  prep's reads of O and dO and zeroing of the
+ * fp32 dQ, and dQ's conversion, move 3.7 GB at 32K, 64:8 whatever the
+ * mask: a fifth of causal documents' bwd, run before and after the tiles
+ * (round 34).  A DRAM-bound kernel needs far fewer than 132 SMs for
+ * DRAM's rate, so here each part's prep and conversion run on osb SMs,
+ * from a stream of higher priority, while another part's tiles take the
+ * rest; only the first part's prep and the last part's conversion are
+ * left alone.  Not deterministic (its waits), fuse (its one queue) nor
+ * parts of more than 2^32 float4 of dQ (dq_part). */
+static int hb_split(struct state *f)
+{
+	const struct attn_shape *s = &f->s;
+	int n = hb_env("split2") ? 2 : hb_env("split4") ? 4 : hb_env("split8") ? 8 : 0, lo, hi;
+
+	f->osb = hb_env("os8") ? 8 : hb_env("os32") ? 32 : hb_env("os48") ? 48 : 16;
+	if (n < 2 || f->det || f->fuse || s->hkv % n != 0 ||
+	    (uint64_t)s->batch * s->sq * (s->hq / n) * s->hd / 4 >= (1ull << 32))
+		return KERN_OK;
+	if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess ||
+	    cudaStreamCreateWithPriority(&f->sh, cudaStreamNonBlocking, hi) != cudaSuccess ||
+	    cudaStreamCreateWithPriority(&f->sb, cudaStreamNonBlocking, lo) != cudaSuccess)
+		return launched("hopper bwd", "split streams");
+	for (int i = 0; i < 2 * n + 3; i++)
+		if (cudaEventCreateWithFlags(&f->ev[i], cudaEventDisableTiming) != cudaSuccess)
+			return launched("hopper bwd", "split events");
+	f->split = n;
+	if (hb_env("why"))
+		warnx("hopper: bwd: %d parts of %d kv-heads, their O(S) kernels on %d SMs beside the tiles",
+		    n, s->hkv / n, f->osb);
+	return KERN_OK;
 }
 
 static int init(void **st, const struct attn_shape *s, const struct mask *m, char *err, size_t errlen)
@@ -1951,6 +2053,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		    (hb_env("fusenone") ? 8 : 0));
 	if (rc == KERN_OK && (rc = hb_solo(f, &p)) == KERN_OK && f->solo && hb_env("why"))
 		warnx("hopper: bwd: solo: every q-tile's dQ from one k-tile, written by its consumers");
+	if (rc == KERN_OK)
+		rc = hb_split(f);
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -1999,13 +2103,33 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	    (f->det && cudaMemsetAsync(f->sem, 0, (size_t)nsem * sizeof(int), st) != cudaSuccess) ||
 	    (f->fuse && cudaMemsetAsync(f->q, 0, ((size_t)f->qtotal + 2) * sizeof(int), st) != cudaSuccess))
 		return launched("hopper bwd", "memset");
-	const int pr = pshape<HD>::ROWS;
-	prep<T, HD><<<dim3((unsigned)(((int64_t)f->sqp * s->hq + pr - 1) / pr), s->batch), 256, 0, st>>>(
-	    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale), (int)s->sq, f->sqp, s->hq,
-	    f->qtile, pz ? f->dqa : NULL,
-	    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL);
-	if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
-		return rc;
+	/* split: the fork; every part's prep on sh in turn, the first on the
+	 * whole GPU, the others on osb SMs beside the tiles */
+	const int np = f->split > 1 ? f->split : 1, nkp = s->hkv / np, nhp = s->hq / np;
+	cudaStream_t sh = np > 1 ? f->sh : st;
+	if (np > 1 && (cudaEventRecord(f->ev[0], st) != cudaSuccess ||
+	    cudaStreamWaitEvent(f->sh, f->ev[0], 0) != cudaSuccess ||
+	    cudaStreamWaitEvent(f->sb, f->ev[0], 0) != cudaSuccess))
+		return launched("hopper bwd", "fork");
+	for (int p = 0; p < np; p++) {
+		const int pr = pshape<HD>::ROWS;
+		const int64_t rows = (int64_t)f->sqp * nhp;
+		if (p == 0)
+			prep<T, HD, false><<<dim3((unsigned)((rows + pr - 1) / pr), s->batch), 256, 0, sh>>>(
+			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
+			    (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
+			    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL,
+			    0, nhp);
+		else
+			prep<T, HD, true><<<dim3((unsigned)((f->osb + s->batch - 1) / s->batch), s->batch), OSNT, OSMEM, sh>>>(
+			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
+			    (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
+			    f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, NULL, p * nhp, nhp);
+		if ((rc = launched("hopper bwd", "prep")) != KERN_OK)
+			return rc;
+		if (np > 1 && cudaEventRecord(f->ev[1 + p], sh) != cudaSuccess)
+			return launched("hopper bwd", "prep's event");
+	}
 
 	args a;
 	a.L = f->L; a.D = f->D; a.dqa = f->dqa; a.dk = io->dk; a.dv = io->dv;
@@ -2030,7 +2154,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 	 * so that they share the Q, dO tiles and dQ lines in L2 (+5% on full
 	 * at 32K against kv-heads fastest). */
 	/* fuse: its converting CTAs first */
-	dim3 grid(f->nitems + (f->fuse ? f->fconv : 0), s->hkv, s->batch);
+	dim3 grid(f->nitems + (f->fuse ? f->fconv : 0), nkp, s->batch);
 	const int x = (f->qm ? 1 : 0) | (f->fuse ? 2 : 0) | (f->solo ? 4 : 0);
 	void *fn = f->det ? bwd_fn<T, HD, true, false>(0) : f->half ? bwd_fn<T, HD, false, true>(x) :
 	    bwd_fn<T, HD, false, false>(x);
@@ -2042,10 +2166,40 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		}
 	}
 	void *av[] = {&tq, &tdo, &tk, &tv, &tdq, &a};
-	/* a launch error is the last error, which launched reads */
-	(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, smem, st);
-	if ((rc = launched("hopper bwd", "main")) != KERN_OK)
-		return rc;
+	/* split: the parts' tiles on the caller's stream and sb in turn, so
+	 * that one part's CTAs fill the last wave of the one before */
+	for (int p = 0; p < np; p++) {
+		cudaStream_t sm = p & 1 ? f->sb : st;
+		a.hk0 = p * nkp;
+		if (np > 1 && cudaStreamWaitEvent(sm, f->ev[1 + p], 0) != cudaSuccess)
+			return launched("hopper bwd", "main's wait");
+		/* a launch error is the last error, which launched reads */
+		(void)cudaLaunchKernel(fn, grid, dim3(NT + 128), av, smem, sm);
+		if ((rc = launched("hopper bwd", "main")) != KERN_OK)
+			return rc;
+		if (np > 1 && cudaEventRecord(f->ev[1 + np + p], sm) != cudaSuccess)
+			return launched("hopper bwd", "main's event");
+	}
+	/* split: each part's dQ converted on sh once its tiles are done, the
+	 * last on the whole GPU; then the join */
+	if (np > 1) {
+		for (int p = 0; p < np; p++) {
+			if (cudaStreamWaitEvent(sh, f->ev[1 + np + p], 0) != cudaSuccess)
+				return launched("hopper bwd", "dq's wait");
+			if (f->solo)
+				continue;
+			dq_part<T><<<p < np - 1 ? f->osb : 132, OSNT, OSMEM, sh>>>(f->dqa + (int64_t)p * nhp * HD,
+			    (T *)io->dq + (int64_t)p * nhp * HD, (uint32_t)(s->batch * s->sq), (uint32_t)(nhp * HD / 4),
+			    (int64_t)s->hq * HD, (float)s->scale);
+			if ((rc = launched("hopper bwd", "dq")) != KERN_OK)
+				return rc;
+		}
+		if (cudaEventRecord(f->ev[2 * np + 1], sh) != cudaSuccess ||
+		    cudaEventRecord(f->ev[2 * np + 2], f->sb) != cudaSuccess ||
+		    cudaStreamWaitEvent(st, f->ev[2 * np + 1], 0) != cudaSuccess ||
+		    cudaStreamWaitEvent(st, f->ev[2 * np + 2], 0) != cudaSuccess)
+			return launched("hopper bwd", "join");
+	}
 	if (nws > 0) {
 		const unsigned nb = (unsigned)((nws / 4 + 255) / 256);
 		if (f->bk == BK64)
@@ -2061,7 +2215,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		f->dqz = (f->fuse & 2) != 0;
 		return KERN_OK;
 	}
-	if (f->solo)
+	if (f->solo || np > 1)
 		return KERN_OK;
 	dq_out<T><<<132 * 16, 256, 0, st>>>(f->dqa, (T *)io->dq, nq, (float)s->scale);
 	return launched("hopper bwd", "dq");

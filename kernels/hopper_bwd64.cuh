@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(NT + 128, 1) bwd64(const __grid_constant__ CUt
 	const int tid = threadIdx.x, wg = tid >> 7, wi = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 	const int4 item = a.item[blockIdx.x];
-	const int hk = blockIdx.y, kt = item.x, b = blockIdx.z;
+	const int hk = blockIdx.y + a.hk0, kt = item.x, b = blockIdx.z;
 	const int k0 = kt * BK64, kr = wi * 16;
 	T *tag = nullptr;
 

@@ -238,6 +238,18 @@ check)
 	force "" b64,ph1,hseg4
 	kb "b64 per-head stretches" -p bwd -t bf16 -H 8:2 -D 128 $M/full.1000.amask $M/full.3001.amask \
 	    $M/causal.1000.amask
+	# the pass in parts of the kv-heads, each part's prep and dQ
+	# conversion beside another part's tiles (hopper's split): every
+	# pattern, odd lengths, hd 64 with a batch of 2, 64-key k-tiles
+	force "" split2
+	kb "split2 bf16 8:2 hd128" -p bwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask \
+	    $M/causal.4096.amask
+	force "" split4,os8
+	kb "split4 fp16 8:4 hd64 batch 2" -p bwd -t fp16 -H 8:4 -D 64 -b 2 $M/causal_document.1000.amask \
+	    $M/hash_sparse.1000.amask $M/causal_document.3001.amask $M/share_question.4096.amask
+	force "" split8,b64,os32
+	kb "split8 b64 bf16 8:8 hd128" -p bwd -t bf16 -H 8:8 -D 128 $M/causal_document.1000.amask \
+	    $M/block_sparse_uniform.8192.amask $M/full.1000.amask
 	force "" ""
 	# fwd's loop (CTAs that stay, taking fwd's blocks one after another)
 	# on 6 CTAs, so that each takes many: one CTA a block (grid, from a
