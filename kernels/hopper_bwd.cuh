@@ -329,7 +329,7 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 template <typename T>
 __global__ void dq_part(const float *acc, T *dq, uint32_t rows, uint32_t w4, int64_t ld, float scale)
 {
-	constexpr int UN = 4;
+	constexpr int UN = 8;
 	const uint64_t n = (uint64_t)rows * w4, step = (uint64_t)gridDim.x * blockDim.x;
 	for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += UN * step) {
 		float4 x[UN];
@@ -1960,7 +1960,8 @@ static int hb_split(struct state *f)
 	const struct attn_shape *s = &f->s;
 	int n = hb_env("split2") ? 2 : hb_env("split4") ? 4 : hb_env("split8") ? 8 : 0, lo, hi;
 
-	f->osb = hb_env("os8") ? 8 : hb_env("os32") ? 32 : hb_env("os48") ? 48 : 16;
+	f->osb = hb_env("os8") ? 8 : hb_env("os24") ? 24 : hb_env("os32") ? 32 : hb_env("os48") ? 48 :
+	    hb_env("os64") ? 64 : 16;
 	if (n < 2 || f->det || f->fuse || s->hkv % n != 0 ||
 	    (uint64_t)s->batch * s->sq * (s->hq / n) * s->hd / 4 >= (1ull << 32))
 		return KERN_OK;
@@ -2113,13 +2114,16 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		return launched("hopper bwd", "fork");
 	for (int p = 0; p < np; p++) {
 		const int pr = pshape<HD>::ROWS;
-		const int64_t rows = (int64_t)f->sqp * nhp;
-		if (p == 0)
+		const bool all = np > 1 && hb_env("sprep");    /* every part's at once, for A/B runs */
+		const int64_t rows = (int64_t)f->sqp * (all ? s->hq : nhp);
+		if (all && p > 0)
+			;
+		else if (p == 0)
 			prep<T, HD, false><<<dim3((unsigned)((rows + pr - 1) / pr), s->batch), 256, 0, sh>>>(
 			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
 			    (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
 			    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL,
-			    0, nhp);
+			    0, all ? s->hq : nhp);
 		else
 			prep<T, HD, true><<<dim3((unsigned)((f->osb + s->batch - 1) / s->batch), s->batch), OSNT, OSMEM, sh>>>(
 			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
