@@ -1279,6 +1279,7 @@ struct state {
 	 * another part's main kernel (parts in turn on the caller's stream
 	 * and sb); ev: the fork, each part's prep and main, the two joins */
 	int split, osb;
+	double tpq;                /* the plan's 64 x 128 tiles a q-tile row, for hb_split */
 	cudaStream_t sh, sb;
 	cudaEvent_t ev[2 * SPLITMAX + 3];
 };
@@ -1342,7 +1343,8 @@ static void fini(void *st)
  * checks, 4 q-tiles), half and nohalf (entinfo), nopad
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
  * prep), qm and noqm (hb_qm), fuse and fusez
- * (fuse_targets), nosolo (hb_solo), why (a line on stderr: the tiles and walks init chose). */
+ * (fuse_targets), nosolo (hb_solo), split2, split4, split8, nosplit, os8, os16, os24,
+ * os48, os64 and sprep (hb_split), why (a line on stderr: the tiles and walks init chose). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1944,24 +1946,37 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
 	return 0;
 }
 
-/* The pass in parts of the kv-heads (LONGATTN_HOPPER_BWD=split2, split4,
- * split8; os8, os32, os48 the SMs that the O(S) kernels beside a main
- * kernel take, 16 else).  prep's reads of O and dO and zeroing of the
- * fp32 dQ, and dQ's conversion, move 3.7 GB at 32K, 64:8 whatever the
- * mask: a fifth of causal documents' bwd, run before and after the tiles
- * (round 34).  A DRAM-bound kernel needs far fewer than 132 SMs for
- * DRAM's rate, so here each part's prep and conversion run on osb SMs,
- * from a stream of higher priority, while another part's tiles take the
- * rest; only the first part's prep and the last part's conversion are
- * left alone.  Not deterministic (its waits), fuse (its one queue) nor
- * parts of more than 2^32 float4 of dQ (dq_part). */
+/* The pass in parts of the kv-heads, each part's prep and dQ conversion
+ * beside another part's tiles.  prep's reads of O and dO and zeroing of
+ * the fp32 dQ, and dQ's conversion, move 3.7 GB at 32K, 64:8 whatever
+ * the mask: a fifth of causal documents' bwd when they run before and
+ * after the tiles (round 34).  A DRAM-bound kernel needs far fewer than
+ * 132 SMs for most of DRAM's rate, so each part's prep and conversion
+ * run on osb SMs from a stream of higher priority, while another part's
+ * tiles take the rest; only the first part's prep and the last part's
+ * conversion run alone.  H100, bwd, 8 parts on 32 SMs (round 35): 1K
+ * and pile causal documents at 32K +4/+5 %, 1K full documents +5 %,
+ * hash_sparse and the window at 16K +5/+6 %; full 8K and causal 32K
+ * level, all plans of 6-13 tiles a q-tile row, the others 64 and more.
+ * So by default where the plan visits SPLITTPQ tiles a q-tile row or
+ * fewer (the O(S) bytes are then a tenth of the pass or more), from
+ * SPLITLEN rows, hd 128 (hd 64 not yet measured), in 8, 4 or 2 parts.
+ * Not deterministic (its waits), fuse (its one queue) nor parts of more
+ * than 2^32 float4 of dQ (dq_part).  LONGATTN_HOPPER_BWD=split2, split4,
+ * split8 force it, nosplit keeps it off; os8, os16, os24, os48, os64 set
+ * the SMs beside the tiles (32), sprep runs every part's prep first on
+ * the whole GPU, for A/B runs. */
+enum { SPLITTPQ = 32, SPLITLEN = 8192, SPLITOS = 32 };
+
 static int hb_split(struct state *f)
 {
 	const struct attn_shape *s = &f->s;
 	int n = hb_env("split2") ? 2 : hb_env("split4") ? 4 : hb_env("split8") ? 8 : 0, lo, hi;
 
-	f->osb = hb_env("os8") ? 8 : hb_env("os24") ? 24 : hb_env("os32") ? 32 : hb_env("os48") ? 48 :
-	    hb_env("os64") ? 64 : 16;
+	if (n == 0 && !hb_env("nosplit") && s->hd == 128 && s->sq >= SPLITLEN && f->tpq <= SPLITTPQ)
+		n = s->hkv % 8 == 0 ? 8 : s->hkv % 4 == 0 ? 4 : 2;
+	f->osb = hb_env("os8") ? 8 : hb_env("os16") ? 16 : hb_env("os24") ? 24 : hb_env("os48") ? 48 :
+	    hb_env("os64") ? 64 : SPLITOS;
 	if (n < 2 || f->det || f->fuse || s->hkv % n != 0 ||
 	    (uint64_t)s->batch * s->sq * (s->hq / n) * s->hd / 4 >= (1ull << 32))
 		return KERN_OK;
@@ -2052,6 +2067,7 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
+	f->tpq = (double)(p.ntiles_full + p.ntiles_partial) * f->bk / BK / ((double)p.heads * (p.nqt > 0 ? p.nqt : 1));
 	if (rc == KERN_OK && (rc = hb_solo(f, &p)) == KERN_OK && f->solo && hb_env("why"))
 		warnx("hopper: bwd: solo: every q-tile's dQ from one k-tile, written by its consumers");
 	if (rc == KERN_OK)
