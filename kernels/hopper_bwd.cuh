@@ -1957,10 +1957,12 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
  * conversion run alone.  H100, bwd, 8 parts on 32 SMs (round 35): 1K
  * and pile causal documents at 32K +4/+5 %, 1K full documents +5 %,
  * hash_sparse and the window at 16K +5/+6 %; full 8K and causal 32K
- * level, all plans of 6-13 tiles a q-tile row, the others 64 and more.
- * So by default where the plan visits SPLITTPQ tiles a q-tile row or
- * fewer (the O(S) bytes are then a tenth of the pass or more), from
- * SPLITLEN rows, hd 128 (hd 64 not yet measured), in 8, 4 or 2 parts.
+ * level, all plans of 6-13 tiles a q-tile row, the others 64 and more;
+ * the default against nosplit at 32K/16K: pile documents +6 %, buckets
+ * +3 %, the window +5 %, and at hd 64 +13/+12/+7 %.  So by default where
+ * the plan visits SPLITTPQ tiles a q-tile row or fewer (the O(S) bytes
+ * are then a tenth of the pass or more), from SPLITLEN rows, in 8, 4 or
+ * 2 parts.
  * Not deterministic (its waits), fuse (its one queue) nor parts of more
  * than 2^32 float4 of dQ (dq_part).  LONGATTN_HOPPER_BWD=split2, split4,
  * split8 force it, nosplit keeps it off; os8, os16, os24, os48, os64 set
@@ -1973,7 +1975,7 @@ static int hb_split(struct state *f)
 	const struct attn_shape *s = &f->s;
 	int n = hb_env("split2") ? 2 : hb_env("split4") ? 4 : hb_env("split8") ? 8 : 0, lo, hi;
 
-	if (n == 0 && !hb_env("nosplit") && s->hd == 128 && s->sq >= SPLITLEN && f->tpq <= SPLITTPQ)
+	if (n == 0 && !hb_env("nosplit") && s->sq >= SPLITLEN && f->tpq <= SPLITTPQ)
 		n = s->hkv % 8 == 0 ? 8 : s->hkv % 4 == 0 ? 4 : 2;
 	f->osb = hb_env("os8") ? 8 : hb_env("os16") ? 16 : hb_env("os24") ? 24 : hb_env("os48") ? 48 :
 	    hb_env("os64") ? 64 : SPLITOS;
