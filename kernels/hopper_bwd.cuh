@@ -205,7 +205,8 @@ static __device__ __forceinline__ uint32_t iv_bits(const int2 *qiv, int kb, int 
 template <int HD> struct ai { static constexpr bool on = HD == 128; };
 
 /* prep's shape: a lane takes PV 16-byte pieces of a row, all loaded
- * before any is used, PL lanes a row, PR rows a warp, 8 warps a block.
+ * before any is used, PL lanes a row, PR rows a warp, 8 warps a block
+ * (32 in hb_split's few-SM blocks).
  * Round 30 (short documents, ncu, H200): a warp a row moved 512 bytes a
  * round trip at 1.35 TB/s; four rows a lane in flight, 1.56 TB/s, issue
  * bound on the rows' index arithmetic (a division each); a row a lane
