@@ -360,6 +360,16 @@ __global__ void dq_part(const float *acc, T *dq, uint32_t rows, uint32_t w4, int
  * keeps dq_part otherwise). */
 enum { DQS = 3, DQSB = 32768 };
 
+/* chunk c (rb rows) of the part into stage st, completing on its barrier */
+static __device__ __forceinline__ void dqb_fill(uint32_t s0, uint32_t bar, uint32_t st, uint32_t c,
+    uint32_t rb, uint32_t rows, uint32_t w4, const float *acc, int64_t ld)
+{
+	const uint32_t r0 = c * rb, n = rows - r0 < rb ? rows - r0 : rb;
+	bar_expect(bar + 8 * st, n * w4 * 16);
+	for (uint32_t j = 0; j < n; j++)
+		bulk(s0 + st * DQSB + j * w4 * 16, acc + (int64_t)(r0 + j) * ld, w4 * 16, bar + 8 * st);
+}
+
 template <typename T>
 __global__ void dq_bulk(const float *acc, T *dq, uint32_t rows, uint32_t w4, int64_t ld, float scale)
 {
@@ -373,12 +383,8 @@ __global__ void dq_bulk(const float *acc, T *dq, uint32_t rows, uint32_t w4, int
 			bar_init(bar + 8 * i, 1);
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		for (uint32_t i = 0, c = blockIdx.x; i < DQS && c < nch; i++, c += gridDim.x) {
-			const uint32_t r0 = c * rb, n = rows - r0 < rb ? rows - r0 : rb;
-			bar_expect(bar + 8 * i, n * w4 * 16);
-			for (uint32_t j = 0; j < n; j++)
-				bulk(s0 + i * DQSB + j * w4 * 16, acc + (int64_t)(r0 + j) * ld, w4 * 16, bar + 8 * i);
-		}
+		for (uint32_t i = 0, c = blockIdx.x; i < DQS && c < nch; i++, c += gridDim.x)
+			dqb_fill(s0, bar, i, c, rb, rows, w4, acc, ld);
 	}
 	__syncthreads();
 	for (uint32_t k = 0, c = blockIdx.x; c < nch; k++, c += gridDim.x) {
@@ -392,12 +398,8 @@ __global__ void dq_bulk(const float *acc, T *dq, uint32_t rows, uint32_t w4, int
 		/* every thread is done with the stage before it is refilled */
 		__syncthreads();
 		const uint32_t cn = c + DQS * gridDim.x;
-		if (threadIdx.x == 0 && cn < nch) {
-			const uint32_t rn = cn * rb, nn = rows - rn < rb ? rows - rn : rb;
-			bar_expect(bar + 8 * st, nn * w4 * 16);
-			for (uint32_t j = 0; j < nn; j++)
-				bulk(s0 + st * DQSB + j * w4 * 16, acc + (int64_t)(rn + j) * ld, w4 * 16, bar + 8 * st);
-		}
+		if (threadIdx.x == 0 && cn < nch)
+			dqb_fill(s0, bar, st, cn, rb, rows, w4, acc, ld);
 	}
 }
 
