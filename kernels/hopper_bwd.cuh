@@ -1334,6 +1334,7 @@ struct state {
 	 * another part's main kernel (parts in turn on the caller's stream
 	 * and sb); ev: the fork, each part's prep and main, the two joins */
 	int split, osb, sbulk;     /* sbulk: dq_bulk for dq_part */
+	int sprep;                 /* every part's prep at once, first */
 	double tpq;                /* the plan's 64 x 128 tiles a q-tile row, for hb_split */
 	cudaStream_t sh, sb;
 	cudaEvent_t ev[2 * SPLITMAX + 3];
@@ -2048,6 +2049,7 @@ static int hb_split(struct state *f)
 			return launched("hopper bwd", "split events");
 	f->split = n;
 	f->sbulk = hb_env("sbulk") && (int64_t)(s->hq / n) * s->hd * 4 <= DQSB;
+	f->sprep = hb_env("sprep");
 	if (hb_env("why"))
 		warnx("hopper: bwd: %d parts of %d kv-heads, their O(S) kernels on %d SMs beside the tiles",
 		    n, s->hkv / n, f->osb);
@@ -2190,17 +2192,14 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 		return launched("hopper bwd", "fork");
 	for (int p = 0; p < np; p++) {
 		const int pr = pshape<HD>::ROWS;
-		const bool all = np > 1 && hb_env("sprep");    /* every part's at once, for A/B runs */
-		const int64_t rows = (int64_t)f->sqp * (all ? s->hq : nhp);
-		if (all && p > 0)
-			;
-		else if (p == 0)
+		const int64_t rows = (int64_t)f->sqp * (f->sprep ? s->hq : nhp);
+		if (p == 0)
 			prep<T, HD, false><<<dim3((unsigned)((rows + pr - 1) / pr), s->batch), 256, 0, sh>>>(
 			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
 			    (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
 			    f->fuse || f->solo ? (T *)io->dq : NULL, f->tgt, s->hq / f->mheads, f->fuse ? f->sem : NULL,
-			    0, all ? s->hq : nhp);
-		else
+			    0, f->sprep ? s->hq : nhp);
+		else if (!f->sprep)
 			prep<T, HD, true><<<dim3((unsigned)((f->osb + s->batch - 1) / s->batch), s->batch), OSNT, OSMEM, sh>>>(
 			    (const T *)io->o, (const T *)io->dout, io->lse, f->D, f->L, (float)(1 / s->scale),
 			    (int)s->sq, f->sqp, s->hq, f->qtile, pz ? f->dqa : NULL,
