@@ -1335,7 +1335,6 @@ struct state {
 	 * and sb); ev: the fork, each part's prep and main, the two joins */
 	int split, osb, sbulk;     /* sbulk: dq_bulk for dq_part */
 	int sprep;                 /* every part's prep at once, first */
-	double tpq;                /* the plan's 64 x 128 tiles a q-tile row, for hb_split */
 	cudaStream_t sh, sb;
 	cudaEvent_t ev[2 * SPLITMAX + 3];
 };
@@ -2028,18 +2027,21 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
  * the whole GPU, sbulk converts dQ by dq_bulk, for A/B runs. */
 enum { SPLITTPQ = 32, SPLITLEN = 8192, SPLITOS = 32 };
 
-static int hb_split(struct state *f)
+static int hb_split(struct state *f, const struct plan *p)
 {
 	const struct attn_shape *s = &f->s;
+	/* the plan's tiles a q-tile row, 64-key ones (bwd64) counted in 128-key ones */
+	const double tpq = (double)(p->ntiles_full + p->ntiles_partial) * f->bk / BK /
+	    ((double)p->heads * (p->nqt > 0 ? p->nqt : 1));
 	int n = hb_env("split2") ? 2 : hb_env("split4") ? 4 : hb_env("split8") ? 8 : 0, lo, hi;
 
-	if (n == 0 && !hb_env("nosplit") && s->sq >= SPLITLEN && f->tpq <= SPLITTPQ)
+	if (n == 0 && !hb_env("nosplit") && s->sq >= SPLITLEN && tpq <= SPLITTPQ)
 		n = s->hkv % 8 == 0 ? 8 : s->hkv % 4 == 0 ? 4 : 2;
-	f->osb = hb_env("os8") ? 8 : hb_env("os16") ? 16 : hb_env("os24") ? 24 : hb_env("os48") ? 48 :
-	    hb_env("os64") ? 64 : SPLITOS;
 	if (n < 2 || f->det || f->fuse || s->hkv % n != 0 ||
 	    (uint64_t)s->batch * s->sq * (s->hq / n) * s->hd / 4 >= (1ull << 32))
 		return KERN_OK;
+	f->osb = hb_env("os8") ? 8 : hb_env("os16") ? 16 : hb_env("os24") ? 24 : hb_env("os48") ? 48 :
+	    hb_env("os64") ? 64 : SPLITOS;
 	if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess ||
 	    cudaStreamCreateWithPriority(&f->sh, cudaStreamNonBlocking, hi) != cudaSuccess ||
 	    cudaStreamCreateWithPriority(&f->sb, cudaStreamNonBlocking, lo) != cudaSuccess)
@@ -2129,11 +2131,10 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 	if (rc == KERN_OK && !f->det && f->bk == BK && (hb_env("fuse") || hb_env("fusez")))
 		rc = fuse_targets(f, &p, (hb_env("fusez") ? 2 : 1) | (hb_env("fusenc") ? 4 : 0) |
 		    (hb_env("fusenone") ? 8 : 0));
-	f->tpq = (double)(p.ntiles_full + p.ntiles_partial) * f->bk / BK / ((double)p.heads * (p.nqt > 0 ? p.nqt : 1));
 	if (rc == KERN_OK && (rc = hb_solo(f, &p)) == KERN_OK && f->solo && hb_env("why"))
 		warnx("hopper: bwd: solo: every q-tile's dQ from one k-tile, written by its consumers");
 	if (rc == KERN_OK)
-		rc = hb_split(f);
+		rc = hb_split(f, &p);
 	plan_free(&p);
 	plan_free(&pt);
 	if (rc != KERN_OK) {
@@ -2267,15 +2268,14 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 				return launched("hopper bwd", "dq's wait");
 			if (f->solo)
 				continue;
+			const float *acc = f->dqa + (int64_t)p * nhp * HD;
+			T *dq = (T *)io->dq + (int64_t)p * nhp * HD;
+			const uint32_t rows = (uint32_t)(s->batch * s->sq), w4 = (uint32_t)(nhp * HD / 4);
 			const unsigned nb = p < np - 1 ? f->osb : 132;
 			if (f->sbulk)
-				dq_bulk<T><<<nb, OSNT / 4, OSMEM, sh>>>(f->dqa + (int64_t)p * nhp * HD,
-				    (T *)io->dq + (int64_t)p * nhp * HD, (uint32_t)(s->batch * s->sq), (uint32_t)(nhp * HD / 4),
-				    (int64_t)s->hq * HD, (float)s->scale);
+				dq_bulk<T><<<nb, OSNT / 4, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
 			else
-				dq_part<T><<<nb, OSNT, OSMEM, sh>>>(f->dqa + (int64_t)p * nhp * HD,
-				    (T *)io->dq + (int64_t)p * nhp * HD, (uint32_t)(s->batch * s->sq), (uint32_t)(nhp * HD / 4),
-				    (int64_t)s->hq * HD, (float)s->scale);
+				dq_part<T><<<nb, OSNT, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
 			if ((rc = launched("hopper bwd", "dq")) != KERN_OK)
 				return rc;
 		}
