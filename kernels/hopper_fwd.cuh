@@ -95,8 +95,8 @@ struct args {
 	const int32_t *row, *order;
 	const plan_ent *ent;
 	const plan_cut *cut;
-	const int32_t *bmi;        /* per entry: its bitmask, or -1 */
-	const uint4 *bm;           /* per bitmask BQ rows of BK bits */
+	const uint4 *bm;           /* per bitmask BQ rows of BK bits; an entry with
+	                            * more than MANY cuts has its index in cut0 */
 	const int2 *iv;            /* per row its one interval of keys, or NULL */
 	void *o;
 	float *lse;
@@ -407,11 +407,26 @@ static __device__ __forceinline__ void kill_scores(float *s, const bits<KT> *ok)
 					s[4 * j + 2 * rr + x] = -INFINITY;
 }
 
+/* This thread's two rows of the tile's bitmask, where it has one: fwd loads
+ * them once the tile's GEMMs are issued, so that their trip to DRAM (the
+ * bitmasks of random_eviction at 32K are 50 MB) runs beside S's GEMM
+ * instead of before the softmax. */
+template <int KT = BK>
+static __device__ __forceinline__ void bm_rows(uint4 *v, const args &a, const walk &w, const int *qr, int q0)
+{
+	if (KT <= BK && a.iv == NULL && w.E.ncut > MANY) {
+		const uint4 *bm = a.bm + (int64_t)w.E.cut0 * BQ;
+		v[0] = bm[qr[0] - q0];
+		v[1] = bm[qr[1] - q0];
+	}
+}
+
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
- * keys past sk, become -inf.  Rows past sq are never stored. */
+ * keys past sk, become -inf.  Rows past sq are never stored.  pre: the
+ * rows bm_rows() loaded, or NULL. */
 template <int KT = BK>
 static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
-    int q0)
+    int q0, const uint4 *pre = NULL)
 {
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
@@ -423,10 +438,10 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 		/* wide tiles run plans of at most MANY cuts a tile (init): dead
 		 * there, the & 3 keeping its index in range; an if constexpr
 		 * around it doubled kill_scores's code */
-		const uint4 *bm = a.bm + (int64_t)a.bmi[w.e] * BQ;
+		const uint4 *bm = a.bm + (int64_t)w.E.cut0 * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
-			const uint4 v = bm[qr[rr] - q0];
+			const uint4 v = pre != NULL ? pre[rr] : bm[qr[rr] - q0];
 			const uint32_t wd[4] = { v.x, v.y, v.z, v.w };
 			ok[rr] = 0;
 #pragma unroll
@@ -447,7 +462,7 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 struct gwalk {
 	walk w;
 	bool has;
-	int ta, tb, ea, eb;
+	int ta, tb;
 	plan_ent A, B;
 	__device__ __forceinline__ gwalk(const plan_ent *en, int e0, int e_1) : w(en, e0, e_1) { fill(); }
 	__device__ __forceinline__ void fill(void) {
@@ -455,13 +470,11 @@ struct gwalk {
 		if (!has)
 			return;
 		ta = w.t;
-		ea = w.e;
 		A = w.E;
 		w.next();
 		tb = -1;
 		if (w.more()) {
 			tb = w.t;
-			eb = w.e;
 			B = w.E;
 			w.next();
 		}
@@ -470,15 +483,15 @@ struct gwalk {
 	__device__ __forceinline__ void next(void) { fill(); }
 };
 
-/* The allowed scores of rows qr of one 64-key half, tile t of entry E
- * (index e), as 16 bits a row. */
-static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int e, int t,
+/* The allowed scores of rows qr of one 64-key half, tile t of entry E, as
+ * 16 bits a row. */
+static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int t,
     const int *qr, int kq, int q0)
 {
 	if (a.iv != NULL) {
 		allowed_iv<64>(ok, a.iv, qr, t * 64 + kq);
 	} else if (E.ncut > MANY) {
-		const uint4 *bm = a.bm + (int64_t)a.bmi[e] * BQ;
+		const uint4 *bm = a.bm + (int64_t)E.cut0 * BQ;
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++) {
 			const uint4 v = bm[qr[rr] - q0];
@@ -500,9 +513,9 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	if (g.A.ncut == 0 && g.ta * 64 + 64 <= a.sk && g.tb >= 0 && g.B.ncut == 0 && g.tb * 64 + 64 <= a.sk)
 		return;
 	uint32_t ok[2], ob[2] = { 0, 0 };
-	half_ok(ok, a, g.A, g.ea, g.ta, qr, kq, q0);
+	half_ok(ok, a, g.A, g.ta, qr, kq, q0);
 	if (g.tb >= 0)
-		half_ok(ob, a, g.B, g.eb, g.tb, qr, kq, q0);
+		half_ok(ob, a, g.B, g.tb, qr, kq, q0);
 	ok[0] |= ob[0] << 16;
 	ok[1] |= ob[1] << 16;
 	kill_scores<BK>(s, ok);
@@ -1070,11 +1083,12 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		}
 		/* tile it's S is in: its K stage back, then the mask and the
 		 * softmax (alpha: O's rescale) */
+		uint4 bv[2];
 		auto scored = [&](int st, float *alpha) {
 			pin<KT / 2>(s);
 			if (lane == 0 && (CL == 1 || P || it < nrel))
 				release<CL>(bEK + 8 * st, peer);
-			mask_tile<KT>(s, a, w, qr, kq, q0);
+			mask_tile<KT>(s, a, w, qr, kq, q0, bv);
 			softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		};
 		if (w.more()) {
@@ -1090,6 +1104,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			qk<T, HD, KT, QS>(s, sQw, sK + st * C::KB);
 			wg_commit();
 			pp_arrive(cw);
+			bm_rows<KT>(bv, a, w, qr, q0);
 			wg_wait<0>();
 			float alpha[2];
 			scored(st, alpha);
@@ -1109,6 +1124,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pv<T, HD, KT>(o, p, sV + pst * C::KB);
 			wg_commit();
 			pp_arrive(cw);
+			bm_rows<KT>(bv, a, w, qr, q0);
 			wg_wait<1>();
 			float alpha[2];
 			scored(st, alpha);
@@ -1479,7 +1495,7 @@ struct state {
 	int nitem, nempty, nsm;
 	int4 *item, *empty;        /* fwdp's items, and the rows with no tile */
 	unsigned *next, launches;  /* fwdp's item counter, never reset */
-	int32_t *row, *order, *bmi;
+	int32_t *row, *order;
 	plan_ent *ent;
 	plan_cut *cut;
 	uint4 *bm;
@@ -1519,7 +1535,6 @@ static void fini(void *st)
 	dev_free(f->order);
 	dev_free(f->ent);
 	dev_free(f->cut);
-	dev_free(f->bmi);
 	dev_free(f->bm);
 	dev_free(f->iv);
 	dev_free(f->item);
@@ -1567,30 +1582,35 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 	return rc;
 }
 
-/* The bitmasks of the tiles with more than MANY cuts: bit k of row q is
- * whether some cut allows (q0 + q, k0 + k) with k0 + k < sk (BQ rows of
- * BK bits each, whatever the plan's tile). */
+/* The plan's entries, and the bitmasks of the tiles with more than MANY
+ * cuts: bit k of row q is whether some cut allows (q0 + q, k0 + k) with
+ * k0 + k < sk (BQ rows of BK bits each, whatever the plan's tile).  Such
+ * an entry goes up with its bitmask's index in cut0, which the kernel
+ * then reads with the entry instead of from a table after it. */
 static int bitmasks(struct state *f, const struct plan *p)
 {
-	int32_t *bmi = (int32_t *)malloc((p->nent ? p->nent : 1) * sizeof *bmi);
+	plan_ent *pe = (plan_ent *)malloc((p->nent ? p->nent : 1) * sizeof *pe);
 	uint32_t *bm = NULL;
 	int nbm = 0, rc;
 
-	if (bmi == NULL)
+	if (pe == NULL)
 		return KERN_ERR;
-	for (int e = 0; e < p->nent; e++)
-		bmi[e] = p->ent[e].ncut > MANY ? nbm++ : -1;
+	for (int e = 0; e < p->nent; e++) {
+		pe[e] = p->ent[e];
+		if (pe[e].ncut > MANY)
+			pe[e].cut0 = nbm++;
+	}
 	if (nbm > 0 && (bm = (uint32_t *)calloc((size_t)nbm * BQ * 4, sizeof *bm)) == NULL) {
-		free(bmi);
+		free(pe);
 		return KERN_ERR;
 	}
 	for (int r = 0; r < p->nrows; r++) {
 		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
-			if (bmi[e] < 0)
+			if (p->ent[e].ncut <= MANY)
 				continue;
 			const int64_t k0 = (int64_t)p->ent[e].t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
-			uint32_t *b = bm + (size_t)bmi[e] * BQ * 4;
+			uint32_t *b = bm + (size_t)pe[e].cut0 * BQ * 4;
 			for (int c = p->ent[e].cut0; c < p->ent[e].cut0 + p->ent[e].ncut; c++) {
 				const struct plan_cut *C = &p->cut[c];
 				for (int64_t q = C->q0 > q0 ? C->q0 : q0; q < C->q1 && q < q1; q++) {
@@ -1606,10 +1626,10 @@ static int bitmasks(struct state *f, const struct plan *p)
 			}
 		}
 	}
-	rc = upload((void **)&f->bmi, bmi, (size_t)p->nent * sizeof *bmi);
+	rc = upload((void **)&f->ent, pe, (size_t)p->nent * sizeof *pe);
 	if (rc == KERN_OK)
 		rc = upload((void **)&f->bm, bm, (size_t)nbm * BQ * 4 * sizeof *bm);
-	free(bmi);
+	free(pe);
 	free(bm);
 	return rc;
 }
@@ -2047,7 +2067,6 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		    (f->loop && f->cl == 1 && (rc = upload((void **)&f->next, &zero, sizeof zero))) ||
 		    (rc = upload((void **)&f->row, p.row, (size_t)(p.nrows + 1) * sizeof *p.row)) ||
 		    (rc = upload((void **)&f->order, ord, (size_t)n * sizeof *ord)) ||
-		    (rc = upload((void **)&f->ent, p.ent, (size_t)p.nent * sizeof *p.ent)) ||
 		    (rc = upload((void **)&f->cut, p.cut, (size_t)p.ncut * sizeof *p.cut)) ||
 		    (rc = bitmasks(f, &p)) ||
 		    /* partial tiles masked from each row's one interval of
@@ -2114,7 +2133,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
-	a.bmi = f->bmi; a.bm = f->bm; a.iv = f->iv;
+	a.bm = f->bm; a.iv = f->iv;
 	a.o = io->o; a.lse = io->lse;
 	a.sq = (int)s->sq; a.sk = f->skv > 0 ? f->skv : (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.qtile = f->qtile; a.ktile = f->ktile;
