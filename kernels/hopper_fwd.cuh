@@ -407,26 +407,39 @@ static __device__ __forceinline__ void kill_scores(float *s, const bits<KT> *ok)
 					s[4 * j + 2 * rr + x] = -INFINITY;
 }
 
-/* This thread's two rows of the tile's bitmask, where it has one: fwd loads
+/* A row of a bitmask is four words laid out in the quads' order
+ * (bitmasks()): thread c = lane & 3 of a quad finds its KT / 4 bits, in
+ * allowed()'s order, as a run from bit c * KT / 4, and decodes nothing. */
+template <int KT> static __device__ __forceinline__ uint32_t bm_word(const args &a, int32_t b, int row, int kq)
+{
+	return reinterpret_cast<const uint32_t *>(a.bm + (int64_t)b * BQ)[4 * row + ((kq / 2 * (KT / 4)) >> 5)];
+}
+
+template <int KT> static __device__ __forceinline__ bits<KT> bm_bits(uint32_t w, int kq)
+{
+	return (bits<KT>)(w >> ((kq / 2 * (KT / 4)) & 31)) & low<bits<KT>>(KT / 4);
+}
+
+/* This thread's words of the tile's bitmask, where it has one: fwd loads
  * them once the tile's GEMMs are issued, so that their trip to DRAM (the
  * bitmasks of random_eviction at 32K are 50 MB) runs beside S's GEMM
  * instead of before the softmax. */
 template <int KT = BK>
-static __device__ __forceinline__ void bm_rows(uint4 *v, const args &a, const walk &w, const int *qr, int q0)
+static __device__ __forceinline__ void bm_rows(uint32_t *v, const args &a, const walk &w, const int *qr, int kq,
+    int q0)
 {
 	if (KT <= BK && a.iv == NULL && w.E.ncut > MANY) {
-		const uint4 *bm = a.bm + (int64_t)w.E.cut0 * BQ;
-		v[0] = bm[qr[0] - q0];
-		v[1] = bm[qr[1] - q0];
+		v[0] = bm_word<KT>(a, w.E.cut0, qr[0] - q0, kq);
+		v[1] = bm_word<KT>(a, w.E.cut0, qr[1] - q0, kq);
 	}
 }
 
 /* Partial tiles and the ragged last k-tile: scores no cut allows, or of
  * keys past sk, become -inf.  Rows past sq are never stored.  pre: the
- * rows bm_rows() loaded, or NULL. */
+ * words bm_rows() loaded, or NULL. */
 template <int KT = BK>
 static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
-    int q0, const uint4 *pre = NULL)
+    int q0, const uint32_t *pre = NULL)
 {
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
@@ -436,18 +449,10 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 		allowed_iv<KT>(ok, a.iv, qr, k0 + kq);
 	} else if (KT <= BK && w.E.ncut > MANY) {
 		/* wide tiles run plans of at most MANY cuts a tile (init): dead
-		 * there, the & 3 keeping its index in range; an if constexpr
-		 * around it doubled kill_scores's code */
-		const uint4 *bm = a.bm + (int64_t)w.E.cut0 * BQ;
+		 * there */
 #pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const uint4 v = pre != NULL ? pre[rr] : bm[qr[rr] - q0];
-			const uint32_t wd[4] = { v.x, v.y, v.z, v.w };
-			ok[rr] = 0;
-#pragma unroll
-			for (int j = 0; j < KT / 8; j++)
-				ok[rr] |= (bits<KT>)(wd[(j >> 2) & 3] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
-		}
+		for (int rr = 0; rr < 2; rr++)
+			ok[rr] = bm_bits<KT>(pre != NULL ? pre[rr] : bm_word<KT>(a, w.E.cut0, qr[rr] - q0, kq), kq);
 	} else {
 		allowed<KT>(ok, a.cut + w.E.cut0, w.E.ncut, qr, k0 + kq, a.sk);
 	}
@@ -491,16 +496,9 @@ static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, cons
 	if (a.iv != NULL) {
 		allowed_iv<64>(ok, a.iv, qr, t * 64 + kq);
 	} else if (E.ncut > MANY) {
-		const uint4 *bm = a.bm + (int64_t)E.cut0 * BQ;
 #pragma unroll
-		for (int rr = 0; rr < 2; rr++) {
-			const uint4 v = bm[qr[rr] - q0];
-			const uint32_t wd[2] = { v.x, v.y };
-			ok[rr] = 0;
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				ok[rr] |= (wd[j >> 2] >> (8 * (j & 3) + kq) & 3u) << 2 * j;
-		}
+		for (int rr = 0; rr < 2; rr++)
+			ok[rr] = bm_bits<64>(bm_word<64>(a, E.cut0, qr[rr] - q0, kq), kq);
 	} else {
 		allowed<64>(ok, a.cut + E.cut0, E.ncut, qr, t * 64 + kq, a.sk);
 	}
@@ -1083,7 +1081,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		}
 		/* tile it's S is in: its K stage back, then the mask and the
 		 * softmax (alpha: O's rescale) */
-		uint4 bv[2];
+		uint32_t bv[2];
 		auto scored = [&](int st, float *alpha) {
 			pin<KT / 2>(s);
 			if (lane == 0 && (CL == 1 || P || it < nrel))
@@ -1104,7 +1102,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			qk<T, HD, KT, QS>(s, sQw, sK + st * C::KB);
 			wg_commit();
 			pp_arrive(cw);
-			bm_rows<KT>(bv, a, w, qr, q0);
+			bm_rows<KT>(bv, a, w, qr, kq, q0);
 			wg_wait<0>();
 			float alpha[2];
 			scored(st, alpha);
@@ -1124,7 +1122,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pv<T, HD, KT>(o, p, sV + pst * C::KB);
 			wg_commit();
 			pp_arrive(cw);
-			bm_rows<KT>(bv, a, w, qr, q0);
+			bm_rows<KT>(bv, a, w, qr, kq, q0);
 			wg_wait<1>();
 			float alpha[2];
 			scored(st, alpha);
@@ -1583,10 +1581,11 @@ static int items(struct state *f, const struct plan *p, const int32_t *ord)
 }
 
 /* The plan's entries, and the bitmasks of the tiles with more than MANY
- * cuts: bit k of row q is whether some cut allows (q0 + q, k0 + k) with
- * k0 + k < sk (BQ rows of BK bits each, whatever the plan's tile).  Such
- * an entry goes up with its bitmask's index in cut0, which the kernel
- * then reads with the entry instead of from a table after it. */
+ * cuts: BQ rows of BK bits each, whatever the plan's tile, a bit for
+ * (q0 + q, k0 + k) set where some cut allows it and k0 + k < sk, each row
+ * made in key order and then laid out as bm_word() reads it.  Such an
+ * entry goes up with its bitmask's index in cut0, which the kernel then
+ * reads with the entry instead of from a table after it. */
 static int bitmasks(struct state *f, const struct plan *p)
 {
 	plan_ent *pe = (plan_ent *)malloc((p->nent ? p->nent : 1) * sizeof *pe);
@@ -1625,6 +1624,16 @@ static int bitmasks(struct state *f, const struct plan *p)
 				}
 			}
 		}
+	}
+	/* each row from key order to the quads' (bm_word()) */
+	for (int64_t r = 0; r < (int64_t)nbm * BQ; r++) {
+		uint32_t *w = bm + 4 * r, in[4] = { w[0], w[1], w[2], w[3] };
+		w[0] = w[1] = w[2] = w[3] = 0;
+		for (int c = 0; c < 4; c++)
+			for (int j = 0; j < p->bk / 8; j++) {
+				const int b = c * (p->bk / 4) + 2 * j;
+				w[b >> 5] |= (in[j >> 2] >> (8 * (j & 3) + 2 * c) & 3u) << (b & 31);
+			}
 	}
 	rc = upload((void **)&f->ent, pe, (size_t)p->nent * sizeof *pe);
 	if (rc == KERN_OK)

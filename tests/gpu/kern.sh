@@ -292,6 +292,12 @@ check)
 	force cluster,pad pad
 	kb "padded cluster bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/full_document.1000.amask \
 	    $M/causal_document.3001.amask $M/share_question.1000.amask
+	# bitmask tiles (random_eviction's) on fwdp's 64-key tiles, gathered
+	# in pairs and not
+	force gather ""
+	kb "bitmasks gather bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/random_eviction.1000.amask
+	force pair64 ""
+	kb "bitmasks pair64 fp16 4:2 hd128" -p fwd -t fp16 -H 4:2 -D 128 $M/random_eviction.1000.amask
 	force "" ""
 	# documents under a tile (48-127 tokens), each on a k-tile of its own
 	# and one or two q-tiles: hopper's bwd writes dQ from its consumers,
