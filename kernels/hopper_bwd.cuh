@@ -349,60 +349,6 @@ __global__ void dq_part(const float *acc, T *dq, uint32_t rows, uint32_t w4, int
 	}
 }
 
-/* dq_part with bulk copies (LONGATTN_HOPPER_BWD=sbulk, for A/B runs; not
- * yet run on a GPU): DQR rows of the part a stage come into shared
- * memory by cp.async.bulk, one copy a row, DQS stages of DQSB bytes in
- * flight on one thread's instructions, where dq_part keeps 1024
- * threads' 128 bytes of loads; the threads convert from shared memory
- * and store, which needs no round trip.  A DRAM-bound pass on osb SMs
- * costs the tiles those SMs for as long as it runs, so its rate a SM is
- * what split gains.  A row of the part is w4 * 16 <= DQSB bytes (run_t
- * keeps dq_part otherwise). */
-enum { DQS = 3, DQSB = 32768 };
-
-/* chunk c (rb rows) of the part into stage st, completing on its barrier */
-static __device__ __forceinline__ void dqb_fill(uint32_t s0, uint32_t bar, uint32_t st, uint32_t c,
-    uint32_t rb, uint32_t rows, uint32_t w4, const float *acc, int64_t ld)
-{
-	const uint32_t r0 = c * rb, n = rows - r0 < rb ? rows - r0 : rb;
-	bar_expect(bar + 8 * st, n * w4 * 16);
-	for (uint32_t j = 0; j < n; j++)
-		bulk(s0 + st * DQSB + j * w4 * 16, acc + (int64_t)(r0 + j) * ld, w4 * 16, bar + 8 * st);
-}
-
-template <typename T>
-__global__ void dq_bulk(const float *acc, T *dq, uint32_t rows, uint32_t w4, int64_t ld, float scale)
-{
-	extern __shared__ unsigned char smraw[];
-	const uint32_t s0 = (smaddr(smraw) + 127) & ~127u, bar = s0 + DQS * DQSB;
-	const float4 *buf = (const float4 *)(smraw + (s0 - smaddr(smraw)));
-	const uint32_t rb = DQSB / (w4 * 16), nch = (rows + rb - 1) / rb;
-
-	if (threadIdx.x == 0) {
-		for (int i = 0; i < DQS; i++)
-			bar_init(bar + 8 * i, 1);
-		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		for (uint32_t i = 0, c = blockIdx.x; i < DQS && c < nch; i++, c += gridDim.x)
-			dqb_fill(s0, bar, i, c, rb, rows, w4, acc, ld);
-	}
-	__syncthreads();
-	for (uint32_t k = 0, c = blockIdx.x; c < nch; k++, c += gridDim.x) {
-		const uint32_t st = k % DQS, r0 = c * rb, n = rows - r0 < rb ? rows - r0 : rb;
-		bar_wait(bar + 8 * st, (k / DQS) & 1);
-		for (uint32_t i = threadIdx.x; i < n * w4; i += blockDim.x) {
-			const uint32_t r = i / w4;
-			__stcs((uint2 *)(dq + (int64_t)(r0 + r) * ld + (int64_t)(i - r * w4) * 4),
-			    dq_pack<T>(buf[st * (DQSB / 16) + i], scale));
-		}
-		/* every thread is done with the stage before it is refilled */
-		__syncthreads();
-		const uint32_t cn = c + DQS * gridDim.x;
-		if (threadIdx.x == 0 && cn < nch)
-			dqb_fill(s0, bar, st, cn, rb, rows, w4, acc, ld);
-	}
-}
-
 /* ---- the main kernel -------------------------------------------------------- */
 
 struct args {
@@ -1333,7 +1279,7 @@ struct state {
 	 * and dQ conversion on osb SMs of the high-priority stream sh beside
 	 * another part's main kernel (parts in turn on the caller's stream
 	 * and sb); ev: the fork, each part's prep and main, the two joins */
-	int split, osb, sbulk;     /* sbulk: dq_bulk for dq_part */
+	int split, osb;
 	int sprep;                 /* every part's prep at once, first */
 	cudaStream_t sh, sb;
 	cudaEvent_t ev[2 * SPLITMAX + 3];
@@ -1399,7 +1345,7 @@ static void fini(void *st)
  * and pad (init), memset (run_t: dQ's workspace zeroed by a memset, not by
  * prep), qm and noqm (hb_qm), fuse and fusez
  * (fuse_targets), nosolo (hb_solo), split2, split4, split8, nosplit, os8, os16, os24,
- * os48, os64, sprep and sbulk (hb_split), why (a line on stderr: the tiles and walks init chose). */
+ * os48, os64 and sprep (hb_split), why (a line on stderr: the tiles and walks init chose). */
 static int hb_env(const char *w)
 {
 	return env_has("LONGATTN_HOPPER_BWD", w);
@@ -1949,8 +1895,6 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 		e = cudaFuncSetAttribute(prep<T, HD, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, OSMEM);
 	if (e == cudaSuccess)
 		e = cudaFuncSetAttribute(dq_part<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, OSMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(dq_bulk<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, OSMEM);
 	if constexpr (HD == 128) {
 		if (e == cudaSuccess)
 			e = cudaFuncSetAttribute(bwd64<T, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, lay64::TOTAL);
@@ -2024,7 +1968,9 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
  * than 2^32 float4 of dQ (dq_part).  LONGATTN_HOPPER_BWD=split2, split4,
  * split8 force it, nosplit keeps it off; os8, os16, os24, os48, os64 set
  * the SMs beside the tiles (32), sprep runs every part's prep first on
- * the whole GPU, sbulk converts dQ by dq_bulk, for A/B runs. */
+ * the whole GPU, for A/B runs.  dQ's conversion by cp.async.bulk into
+ * shared memory (three 32 KB stages) lost 2-6 % on the H100 beside 32
+ * SMs' tiles and 30-38 % on 16 SMs (round 36), and went. */
 enum { SPLITTPQ = 32, SPLITLEN = 8192, SPLITOS = 32 };
 
 static int hb_split(struct state *f, const struct plan *p)
@@ -2050,7 +1996,6 @@ static int hb_split(struct state *f, const struct plan *p)
 		if (cudaEventCreateWithFlags(&f->ev[i], cudaEventDisableTiming) != cudaSuccess)
 			return launched("hopper bwd", "split events");
 	f->split = n;
-	f->sbulk = hb_env("sbulk") && (int64_t)(s->hq / n) * s->hd * 4 <= DQSB;
 	f->sprep = hb_env("sprep");
 	if (hb_env("why"))
 		warnx("hopper: bwd: %d parts of %d kv-heads, their O(S) kernels on %d SMs beside the tiles",
@@ -2272,10 +2217,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 			T *dq = (T *)io->dq + (int64_t)p * nhp * HD;
 			const uint32_t rows = (uint32_t)(s->batch * s->sq), w4 = (uint32_t)(nhp * HD / 4);
 			const unsigned nb = p < np - 1 ? f->osb : 132;
-			if (f->sbulk)
-				dq_bulk<T><<<nb, OSNT / 4, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
-			else
-				dq_part<T><<<nb, OSNT, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
+			dq_part<T><<<nb, OSNT, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
 			if ((rc = launched("hopper bwd", "dq")) != KERN_OK)
 				return rc;
 		}

@@ -250,8 +250,8 @@ check)
 	force "" split8,b64,os32
 	kb "split8 b64 bf16 8:8 hd128" -p bwd -t bf16 -H 8:8 -D 128 $M/causal_document.1000.amask \
 	    $M/block_sparse_uniform.8192.amask $M/full.1000.amask
-	force "" split2,sbulk
-	kb "split2 sbulk bf16 8:2 hd128 batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
+	force "" split2
+	kb "split2 bf16 8:2 hd128 batch 2" -p bwd -t bf16 -H 8:2 -D 128 -b 2 $M/causal_document.1000.amask \
 	    $M/causal_document.3001.amask $M/full.1000.amask $M/hash_sparse.1000.amask
 	force "" ""
 	# fwd's loop (CTAs that stay, taking fwd's blocks one after another)
