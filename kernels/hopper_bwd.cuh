@@ -1969,8 +1969,8 @@ static int pick_bk(struct state *f, const struct mask *m, struct plan *p, char *
  * split8 force it, nosplit keeps it off; os8, os16, os24, os48, os64 set
  * the SMs beside the tiles (32), sprep runs every part's prep first on
  * the whole GPU, for A/B runs.  dQ's conversion by cp.async.bulk into
- * shared memory (three 32 KB stages) lost 2-6 % on the H100 beside 32
- * SMs' tiles and 30-38 % on 16 SMs (round 36), and went. */
+ * shared memory (three 32 KB stages) lost 1.5-6 % on the H100 beside 32
+ * SMs' tiles and 28-38 % on 16 SMs (round 36), and went. */
 enum { SPLITTPQ = 32, SPLITLEN = 8192, SPLITOS = 32 };
 
 static int hb_split(struct state *f, const struct plan *p)
