@@ -215,6 +215,23 @@ template <int HD> struct pshape {
 	static constexpr int PV = 4, PL = HD / 8 / PV, PR = 32 / PL, ROWS = PR * 8;
 };
 
+/* A load and a store that stream past L2 where CS, plain ones elsewhere */
+template <bool CS, typename V> static __device__ __forceinline__ V ld_cs(const V *p)
+{
+	if constexpr (CS)
+		return __ldcs(p);
+	else
+		return *p;
+}
+
+template <bool CS, typename V> static __device__ __forceinline__ void st_cs(V *p, V v)
+{
+	if constexpr (CS)
+		__stcs(p, v);
+	else
+		*p = v;
+}
+
 /* D[b][h][q] = sum_d dO*O and L[b][h][q] = lse*log2e, or (ai) -D and
  * -lse/scale, rows padded to sqp: PL lanes per (b, q, h) row, q < sqp and
  * h0 <= h < h0 + nh (one part's q-heads, or all); a
@@ -259,13 +276,8 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 		if (r >= 0) {
 #pragma unroll
 			for (int v = 0; v < P::PV; v++) {
-				if constexpr (CS) {
-					x[v] = __ldcs((const uint4 *)(o + src + v * P::PL * 8));
-					y[v] = __ldcs((const uint4 *)(dout + src + v * P::PL * 8));
-				} else {
-					x[v] = *(const uint4 *)(o + src + v * P::PL * 8);
-					y[v] = *(const uint4 *)(dout + src + v * P::PL * 8);
-				}
+				x[v] = ld_cs<CS>((const uint4 *)(o + src + v * P::PL * 8));
+				y[v] = ld_cs<CS>((const uint4 *)(dout + src + v * P::PL * 8));
 			}
 			l = lse[(b * hq + h) * sq + r];
 		} else {
@@ -294,13 +306,8 @@ __global__ void prep(const T *o, const T *dout, const float *lse, float *D, floa
 			for (int v = 0; v < P::PV; v++) {
 				if (dqa != NULL) {
 					float4 *z = (float4 *)(dqa + src + v * P::PL * 8);
-					if constexpr (CS) {
-						__stcs(z, make_float4(0.f, 0.f, 0.f, 0.f));
-						__stcs(z + 1, make_float4(0.f, 0.f, 0.f, 0.f));
-					} else {
-						z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-						z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-					}
+					st_cs<CS>(z, make_float4(0.f, 0.f, 0.f, 0.f));
+					st_cs<CS>(z + 1, make_float4(0.f, 0.f, 0.f, 0.f));
 				}
 				if (dq != NULL && tg == 0)
 					*(uint4 *)(dq + src + v * P::PL * 8) = make_uint4(0, 0, 0, 0);
@@ -1279,7 +1286,7 @@ struct state {
 	 * and dQ conversion on osb SMs of the high-priority stream sh beside
 	 * another part's main kernel (parts in turn on the caller's stream
 	 * and sb); ev: the fork, each part's prep and main, the two joins */
-	int split, osb;
+	int split, osb, nsm;       /* nsm: the last conversion's blocks, one an SM */
 	int sprep;                 /* every part's prep at once, first */
 	cudaStream_t sh, sb;
 	cudaEvent_t ev[2 * SPLITMAX + 3];
@@ -1996,6 +2003,7 @@ static int hb_split(struct state *f, const struct plan *p)
 		if (cudaEventCreateWithFlags(&f->ev[i], cudaEventDisableTiming) != cudaSuccess)
 			return launched("hopper bwd", "split events");
 	f->split = n;
+	f->nsm = sm_count();
 	f->sprep = hb_env("sprep");
 	if (hb_env("why"))
 		warnx("hopper: bwd: %d parts of %d kv-heads, their O(S) kernels on %d SMs beside the tiles",
@@ -2216,7 +2224,7 @@ template <typename T, int HD> static int run_t(struct state *f, const struct att
 			const float *acc = f->dqa + (int64_t)p * nhp * HD;
 			T *dq = (T *)io->dq + (int64_t)p * nhp * HD;
 			const uint32_t rows = (uint32_t)(s->batch * s->sq), w4 = (uint32_t)(nhp * HD / 4);
-			const unsigned nb = p < np - 1 ? f->osb : 132;
+			const unsigned nb = p < np - 1 ? f->osb : f->nsm;
 			dq_part<T><<<nb, OSNT, OSMEM, sh>>>(acc, dq, rows, w4, (int64_t)s->hq * HD, (float)s->scale);
 			if ((rc = launched("hopper bwd", "dq")) != KERN_OK)
 				return rc;
