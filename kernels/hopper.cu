@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 extern "C" {
 #include "kernel.h"
 #include "plan.h"
@@ -82,6 +83,12 @@ template <int N> static __device__ __forceinline__ void wg_wait(void)
 #define WG_D32 WG_D16, WG_D8(16), WG_D8(24)
 #define WG_D64 WG_D32, WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
 #define WG_D88 WG_D64, WG_D8(64), WG_D8(72), WG_D8(80)
+/* the same, written only: a product's first k-step with scale-d 0, so that
+ * the old values are dead before it */
+#define WG_O8(i) "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), \
+	"=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), "=f"(d[i + 7])
+#define WG_O32 WG_O8(0), WG_O8(8), WG_O8(16), WG_O8(24)
+#define WG_O64 WG_O32, WG_O8(32), WG_O8(40), WG_O8(48), WG_O8(56)
 #define WG_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
 #define WG_R32 WG_R16 ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define WG_R64 WG_R32 ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \

@@ -1390,13 +1390,7 @@ static int entinfo(struct state *f, const struct plan *p, int bk)
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
 			const struct plan_ent *E = &p->ent[e];
 			const int64_t q0 = (int64_t)E->t0 * BQ, q1 = (int64_t)E->t1 * BQ < p->sq ? (int64_t)E->t1 * BQ : p->sq;
-			for (int h = 0; h < 2; h++) {
-				const int64_t h0 = k0 + 64 * h, h1 = h0 + 64 < k1 ? h0 + 64 : k1;
-				int any = h0 < k1 && E->ncut == 0;
-				for (int c = E->cut0; c < E->cut0 + E->ncut && !any && h0 < k1; c++)
-					any = plan_cut_any(&p->cut[c], q0, q1, h0, h1);
-				inf[e] |= any << h;
-			}
+			inf[e] |= plan_halves(p, E, q0, q1, k0, k1);
 			tiles += E->t1 - E->t0;
 			halves += (inf[e] & 3) != 3 ? E->t1 - E->t0 : 0;
 			if (E->ncut <= MANY)

@@ -98,6 +98,7 @@ struct args {
 	const uint4 *bm;           /* per bitmask BQ rows of BK bits; an entry with
 	                            * more than MANY cuts has its index in cut0 */
 	const int2 *iv;            /* per row its one interval of keys, or NULL */
+	const uint8_t *half;       /* fwdp's half tiles: per entry its half, or NULL */
 	void *o;
 	float *lse;
 	int sq, sk, hq, nqt, group, mgroup;
@@ -194,6 +195,13 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 		asm volatile("" : "+r"(p[i][0]), "+r"(p[i][1]), "+r"(p[i][2]), "+r"(p[i][3]) :: "memory");
 }
 
+/* d = A B^T (scale-d 0), m64n128k16 and m64n64k16, d written only. */
+#define HF_SS0(TY) \
+	asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_R64 "}, %64, %65, 0, 1, 1, 0, 0;" \
+	    : WG_O64 : "l"(da), "l"(db))
+#define HF_SS64_0(TY) \
+	asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_R32 "}, %32, %33, 0, 1, 1, 0, 0;" \
+	    : WG_O32 : "l"(da), "l"(db))
 /* d[64] (+)= A B^T, m64n128k16, A and B K-major in shared memory. */
 #define HF_SS(TY) \
 	asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t" \
@@ -236,6 +244,8 @@ template <int N> static __device__ __forceinline__ void pin(uint32_t (*p)[4])
 template <typename T> struct ty;
 template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("bf16"); }
+	static __device__ __forceinline__ void ss0(float *d, uint64_t da, uint64_t db) { HF_SS0("bf16"); }
+	static __device__ __forceinline__ void ss64_0(float *d, uint64_t da, uint64_t db) { HF_SS64_0("bf16"); }
 	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("bf16"); }
 	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("bf16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("bf16"); }
@@ -245,6 +255,8 @@ template <> struct ty<__nv_bfloat16> : w16<__nv_bfloat16> {
 };
 template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db, int acc) { HF_SS("f16"); }
+	static __device__ __forceinline__ void ss0(float *d, uint64_t da, uint64_t db) { HF_SS0("f16"); }
+	static __device__ __forceinline__ void ss64_0(float *d, uint64_t da, uint64_t db) { HF_SS64_0("f16"); }
 	static __device__ __forceinline__ void ss64(float *d, uint64_t da, uint64_t db, int acc) { HF_SS64("f16"); }
 	static __device__ __forceinline__ void ss176(float *d, uint64_t da, uint64_t db, int acc) { HF_SS176("f16"); }
 	static __device__ __forceinline__ void rs128(float *d, const uint32_t *a, uint64_t db) { HF_RS128("f16"); }
@@ -253,6 +265,8 @@ template <> struct ty<__half> : w16<__half> {
 	static __device__ __forceinline__ void rs64z(float *d, const uint32_t *a, uint64_t db, int acc) { HF_RS64Z("f16"); }
 };
 #undef HF_SS
+#undef HF_SS0
+#undef HF_SS64_0
 #undef HF_SS64
 #undef HF_SS176
 #undef HF_RS128
@@ -353,17 +367,22 @@ struct walk {
 /* ---- the kernel ------------------------------------------------------------ */
 
 /* S = Q K^T for one consumer: HD/16 k-steps; each 64-column block of Q and K
- * is its own TMA box (128 bytes a row, Q's QS bytes apart), a k-step 32
- * bytes into it. */
-template <typename T, int HD, int KT = BK, int QS = BQ * 128>
+ * is its own TMA box (128 bytes a row, Q's QS bytes apart; K's LB keys of
+ * 128 bytes, which a half tile's KT = 64 keys lie in), a k-step 32 bytes
+ * into it. */
+template <typename T, int HD, int KT = BK, int QS = BQ * 128, int LB = KT, bool W0 = false>
 static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 {
 	const uint32_t q_d = dlo(sq, 16), k_d = dlo(sk, 16);
 #pragma unroll
 	for (int ks = 0; ks < HD / 16; ks++) {
 		const uint32_t off = (ks & 3) * 32;
-		const uint64_t da = dsc(q_d, (ks >> 2) * QS + off), db = dsc(k_d, (ks >> 2) * KT * 128 + off);
-		if (KT == 128)
+		const uint64_t da = dsc(q_d, (ks >> 2) * QS + off), db = dsc(k_d, (ks >> 2) * LB * 128 + off);
+		if (W0 && ks == 0 && KT == 128)
+			ty<T>::ss0(s, da, db);
+		else if (W0 && ks == 0 && KT == 64)
+			ty<T>::ss64_0(s, da, db);
+		else if (KT == 128)
 			ty<T>::ss(s, da, db, ks > 0);
 		else if (KT == 64)
 			ty<T>::ss64(s, da, db, ks > 0);
@@ -373,11 +392,11 @@ static __device__ __forceinline__ void qk(float *s, uint32_t sq, uint32_t sk)
 }
 
 /* O += P V: KT/16 k-steps of 16 keys (2 KB of each V box); the HD columns
- * span HD/64 boxes, KT * 128 bytes apart. */
-template <typename T, int HD, int KT = BK, bool Z = false>
+ * span HD/64 boxes of LB keys, LB * 128 bytes apart. */
+template <typename T, int HD, int KT = BK, bool Z = false, int LB = KT>
 static __device__ __forceinline__ void pv(float *o, const uint32_t (*p)[4], uint32_t sv, int acc = 1)
 {
-	const uint32_t v_d = dlo(sv, KT * 128);
+	const uint32_t v_d = dlo(sv, LB * 128);
 #pragma unroll
 	for (int kk = 0; kk < KT / 16; kk++) {
 		const uint64_t db = dsc(v_d, kk * 16 * 128);
@@ -519,6 +538,61 @@ static __device__ __forceinline__ void mask_tile(float *s, const args &a, const 
 	kill_scores<BK>(s, ok);
 }
 
+/* Half tiles (fwdp<..., G = 2>, head pairs on 64 x 128 tiles): a tile
+ * whose allowed keys all lie in one 64-key half h (1: keys 0-63, 2:
+ * 64-127; 0: the whole tile), as at a window's or a document's edge, runs
+ * that half alone: S as m64n64 and P V over 64 keys, the stage still
+ * loaded whole.  That takes the plan's MMA work from the 64 x 128 tiles'
+ * bound to the 64 x 64 tiles' (windows 0.890 to 0.942) without 64-key
+ * stages.  init's halves() marks the entries; the producer puts a stage's
+ * half in shared memory before its K barrier's arrive, so the consumers
+ * have it with K instead of loading the entry ahead of S's GEMM. */
+/* S of a tile, or (H) of its half h, as a group of its own from fence to
+ * commit; then P V of a tile or its half h (warp-uniform), each arm a
+ * group of its own.  H is the caller's: the whole run from S's issue to
+ * the softmax is one straight copy per shape, since a branch on the half
+ * anywhere between S's wgmma and its wait (S's own, or the softmax's) made
+ * ptxas serialise every wgmma of the kernel (C7511); a branch inside one
+ * group makes it fence again (C7519; the bwd's HALF met both, NOTES
+ * round 22). */
+template <typename T, int HD, int KT, bool H>
+static __device__ __forceinline__ void qk_g(float *s, uint32_t sq, uint32_t sk, int h)
+{
+	wg_fence();
+	if constexpr (H)
+		qk<T, HD, 64, BQ * 128, 128, true>(s, sq, sk + (h - 1) * 64 * 128);
+	else
+		qk<T, HD, KT, BQ * 128, KT, true>(s, sq, sk);
+	wg_commit();
+}
+
+template <typename T, int HD, int KT>
+static __device__ __forceinline__ void pv_h(float *o, const uint32_t (*p)[4], uint32_t sv, int acc, int h)
+{
+	if (KT == 128 && h != 0) {
+		wg_fence();
+		pv<T, HD, 64, true, 128>(o, p, sv + (h - 1) * 64 * 128, acc);
+		wg_commit();
+	} else {
+		wg_fence();
+		pv<T, HD, KT, true>(o, p, sv, acc);
+		wg_commit();
+	}
+}
+
+/* mask_tile() of half h of a walk's tile: halves() marks no bitmask tile */
+template <class W>
+static __device__ __forceinline__ void mask_half(float *s, const args &a, const W &w, const int *qr, int kq, int h)
+{
+	const int kb = w.t * BK + (h - 1) * 64 + kq;
+	uint32_t ok[2];
+	if (a.iv != NULL)
+		allowed_iv<64>(ok, a.iv, qr, kb);
+	else
+		allowed<64>(ok, a.cut + w.E.cut0, w.E.ncut, qr, kb, a.sk);
+	kill_scores<64>(s, ok);
+}
+
 /* q-tile t of qt rows: its first real row and how many real rows it has
  * (a tile cut by a gap, or the last one, has fewer). */
 static __device__ __forceinline__ int2 real_rows(const args &a, int t, int qt)
@@ -539,6 +613,7 @@ template <int KT> static __device__ __forceinline__ int2 key0(const gwalk &w, co
 	return kt != NULL ? make_int2(kt[w.ta].x, kt[tb].x) : make_int2(w.ta * 64, tb * 64);
 }
 
+/* fwdp's walks: G 0 plain, 1 gathered, 2 plain with half tiles */
 template <int G> struct wsel { typedef walk W; };
 template <> struct wsel<1> { typedef gwalk W; };
 
@@ -610,6 +685,15 @@ template <typename T, int KT = BK> static __device__ __forceinline__ void to_p(u
 	}
 }
 
+/* to_p() of a tile or its half h (half tiles) */
+template <typename T, int KT> static __device__ __forceinline__ void to_p_h(uint32_t (*p)[4], const float *s, int h)
+{
+	if (KT == 128 && h != 0)
+		to_p<T, 64>(p, s);
+	else
+		to_p<T, KT>(p, s);
+}
+
 /* Ping-pong: the consumers take turns to issue their GEMMs (named
  * barrier 1 + w is warpgroup w's turn), so that one's softmax runs while
  * the other's GEMMs keep the tensor cores busy. */
@@ -631,14 +715,15 @@ static __device__ __forceinline__ void pp_arrive(int cw)
 /* A consumer's turn at the tensor cores once V's stage (bv, phase ph)
  * has come, O and P pinned first so that ptxas keeps them where the
  * wgmma that follows reads them. */
-template <int NO, int NP>
+template <int NO, int NP, bool F = true>
 static __device__ __forceinline__ void turn(uint32_t bv, uint32_t ph, float *o, uint32_t (*p)[4], int cw)
 {
 	bar_wait(bv, ph);
 	pin<NO>(o);
 	pin<NP>(p);
 	pp_sync(cw);
-	wg_fence();
+	if (F)
+		wg_fence();
 }
 
 /* O's rows rescaled as their offsets moved (thread's two rows: alpha),
@@ -1221,11 +1306,31 @@ template <int HD, int KT> struct pcfg {
 		KB = KT * HD * 2,
 		BAR = NQ * QB + 2 * STAGES * KB,
 		/* the barriers, then per Q buffer its item (IB bytes, 16-byte
-		 * aligned) */
+		 * aligned), then per stage its half (G 2) */
 		IB = 32,
-		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 16 + IB * NQ + 1024,
+		SMEM = BAR + 8 * (2 * NQ + 4 * STAGES) + 16 + IB * NQ + 4 * STAGES + 1024,
 	};
 };
+
+/* The half of a walk's tile (half tiles), from init's marks; a gathered
+ * walk has none. */
+static __device__ __forceinline__ int ent_half(const args &a, const walk &w)
+{
+	return a.half != NULL ? a.half[w.e] : 0;
+}
+
+static __device__ __forceinline__ int ent_half(const args &, const gwalk &)
+{
+	return 0;
+}
+
+/* A stage's half (half tiles), as the producer left it at sh. */
+static __device__ __forceinline__ int half_of(uint32_t sh)
+{
+	int h;
+	asm volatile("ld.shared.u32 %0, [%1];" : "=r"(h) : "r"(sh) : "memory");
+	return h;
+}
 
 /* fwdp's item in a Q buffer's slot at si, as the producer left it: its
  * index (returned, -1 for none: I and e then stay), the item and its plan
@@ -1257,8 +1362,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	/* mbarriers: Q full x NQ, Q empty x NQ, then per stage K full, V full,
 	 * K empty, V empty */
 	const uint32_t bQ = base + C::BAR, bQE = bQ + 8 * C::NQ, bK = bQE + 8 * C::NQ, bV = bK + 8 * S,
-	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = (bEV + 8 * S + 15) & ~15u;
+	    bEK = bV + 8 * S, bEV = bEK + 8 * S, sI = (bEV + 8 * S + 15) & ~15u, sH = sI + C::IB * C::NQ;
 	const int tid = threadIdx.x, wg = tid >> 7;
+	constexpr bool HV = G == 2;
 
 	if (tid == 0) {
 		for (int i = 0; i < C::NQ; i++) {
@@ -1315,7 +1421,11 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 				const int st = it % S;
 				const int2 kp = key0<KT>(w, a.ktile);
 				const uint32_t ph = (it / S) & 1;
+				/* loaded before the wait, which hides it */
+				const int h = HV ? ent_half(a, w) : 0;
 				bar_wait(bEK + 8 * st, ph ^ 1);
+				if (HV)
+					asm volatile("st.shared.u32 [%0], %1;" :: "r"(sH + 4 * st), "r"(h) : "memory");
 				bar_expect(bK + 8 * st, C::KB);
 #pragma unroll
 				for (int c = 0; c < HD / 64; c++)
@@ -1362,18 +1472,32 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	if (cw == 1)
 		named_arrive(1);
 	bar_wait(bK, 0);
+	int hn = HV ? warp_uniform(half_of(sH)) : 0, hp;   /* the halves of this tile and the one before */
 	pp_sync(cw);
-	wg_fence();
-	qk<T, HD, KT>(s, sQ + cw * 64 * 128, sK);
-	wg_commit();
-	pp_arrive(cw);
-	wg_wait<0>();
-	pin<KT / 2>(s);
-	if (lane == 0)
-		bar_arrive(bEK);
-	mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
-	softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
-	to_p<T, KT>(p, s);
+	auto first = [&](auto half) {
+		constexpr bool H = decltype(half)::value;
+		qk_g<T, HD, KT, H>(s, sQ + cw * 64 * 128, sK, hn);
+		pp_arrive(cw);
+		wg_wait<0>();
+		pin<H ? 32 : KT / 2>(s);
+		if (lane == 0)
+			bar_arrive(bEK);
+		if constexpr (H)
+			mask_half(s, a, w, qr, kq, hn);
+		else
+			mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+		softmax<H ? 64 : KT, lazy(HD)>(s, m, l, alpha, a.sl);
+		to_p<T, H ? 64 : KT>(p, s);
+	};
+	if constexpr (HV) {
+		if (hn != 0)
+			first(std::true_type());
+		else
+			first(std::false_type());
+	} else {
+		first(std::false_type());
+	}
+	hp = hn;
 	it = 1;
 	for (;;) {
 		/* the next tile of the stream: the item's, or the next item's first */
@@ -1405,29 +1529,53 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		const int st = it % S;
 		const uint32_t ph = (it / S) & 1;
 		bar_wait(bK + 8 * st, ph);
-		turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
-		qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
-		wg_commit();
-		pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
-		wg_commit();
-		pp_arrive(cw);
-		wg_wait<1>();
-		pin<KT / 2>(s);
-		if (lane == 0)
-			bar_arrive(bEK + 8 * st);
-		mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
-		if (nb) {
-			pm[0] = m[0];
-			pm[1] = m[1];
-			pl[0] = l[0];
-			pl[1] = l[1];
-			m[0] = m[1] = -INFINITY;
-			l[0] = l[1] = 0;
+		if (HV)
+			hn = warp_uniform(half_of(sH + 4 * st));
+		/* from the GEMMs' issue to their wait, one straight copy per
+		 * shape of S (qk_g) */
+		auto step = [&](auto half) {
+			constexpr bool H = decltype(half)::value;
+			if constexpr (HV) {
+				turn<NO, KT / 16, false>(bV + 8 * pst, pph, o, p, cw);
+				qk_g<T, HD, KT, H>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB, hn);
+				pv_h<T, HD, KT>(o, p, sV + pst * C::KB, acc, hp);
+			} else {
+				turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
+				qk<T, HD, KT>(s, sQ + kb * C::QB + cw * 64 * 128, sK + st * C::KB);
+				wg_commit();
+				pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
+				wg_commit();
+			}
+			pp_arrive(cw);
+			wg_wait<1>();
+			pin<H ? 32 : KT / 2>(s);
+			if (lane == 0)
+				bar_arrive(bEK + 8 * st);
+			if constexpr (H)
+				mask_half(s, a, w, qr, kq, hn);
+			else
+				mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+			if (nb) {
+				pm[0] = m[0];
+				pm[1] = m[1];
+				pl[0] = l[0];
+				pl[1] = l[1];
+				m[0] = m[1] = -INFINITY;
+				l[0] = l[1] = 0;
+			}
+			softmax<H ? 64 : KT, lazy(HD)>(s, m, l, alpha, a.sl);
+			wg_wait<0>();
+			pin<NO>(o);
+			pin<KT / 16>(p);
+		};
+		if constexpr (HV) {
+			if (hn != 0)
+				step(std::true_type());
+			else
+				step(std::false_type());
+		} else {
+			step(std::false_type());
 		}
-		softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
-		wg_wait<0>();
-		pin<NO>(o);
-		pin<KT / 16>(p);
 		if (lane == 0)
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
@@ -1442,14 +1590,20 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		acc = !nb;
 		if (!nb)
 			rescale<HD>(o, alpha);
-		to_p<T, KT>(p, s);
+		to_p_h<T, KT>(p, s, hn);
+		hp = hn;
 		pst = st;
 		pph = ph;
 		it++;
 	}
-	turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
-	pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
-	wg_commit();
+	if constexpr (HV) {
+		turn<NO, KT / 16, false>(bV + 8 * pst, pph, o, p, cw);
+		pv_h<T, HD, KT>(o, p, sV + pst * C::KB, acc, hp);
+	} else {
+		turn<NO, KT / 16>(bV + 8 * pst, pph, o, p, cw);
+		pv<T, HD, KT, true>(o, p, sV + pst * C::KB, acc);
+		wg_commit();
+	}
 	/* the last turn: nobody waits for warpgroup 2's */
 	if (cw == 0)
 		pp_arrive(cw);
@@ -1498,6 +1652,7 @@ struct state {
 	plan_cut *cut;
 	uint4 *bm;
 	int2 *iv;                  /* upload_intervals(), or NULL */
+	uint8_t *half;             /* halves(), or NULL */
 	int2 *qtile, *ktile;       /* a padded plan's tiles (args), or NULL */
 	int skv;                   /* a padded plan's sk */
 	int ntail, np;             /* fwd's split tail: q-tiles, parts each */
@@ -1535,6 +1690,7 @@ static void fini(void *st)
 	dev_free(f->cut);
 	dev_free(f->bm);
 	dev_free(f->iv);
+	dev_free(f->half);
 	dev_free(f->item);
 	dev_free(f->empty);
 	dev_free(f->next);
@@ -1640,6 +1796,44 @@ static int bitmasks(struct state *f, const struct plan *p)
 		rc = upload((void **)&f->bm, bm, (size_t)nbm * BQ * 4 * sizeof *bm);
 	free(pe);
 	free(bm);
+	return rc;
+}
+
+/* fwdp's half tiles (fwdp<..., 2>, head pairs on 64 x 128 tiles): per
+ * entry the one 64-key half its tile's allowed keys lie in (1: keys 0-63,
+ * 2: 64-127), else 0; bitmask tiles (more than MANY cuts) are left whole.
+ * On where at least HALF_PCT % of the visited tiles are halves, since the
+ * branches cost where there are none; LONGATTN_HOPPER_FWD=half and nohalf
+ * force it on and off, for A/B runs and checks. */
+enum { HALF_PCT = 6 };
+
+static int halves(struct state *f, const struct plan *p)
+{
+	uint8_t *h = (uint8_t *)calloc(p->nent ? p->nent : 1, 1);
+	int64_t tiles = 0, nh = 0;
+	int rc = KERN_OK;
+
+	if (h == NULL)
+		return KERN_ERR;
+	for (int r = 0; r < p->nrows; r++) {
+		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
+		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
+			const struct plan_ent *E = &p->ent[e];
+			tiles += E->t1 - E->t0;
+			if (E->t1 != E->t0 + 1 || E->ncut > MANY)
+				continue;
+			const int64_t k0 = (int64_t)E->t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
+			const int b = plan_halves(p, E, q0, q1, k0, k1);
+			h[e] = b == 1 || b == 2 ? b : 0;
+			nh += h[e] != 0;
+		}
+	}
+	if (env_has("LONGATTN_HOPPER_FWD", "why"))
+		warnx("hopper: fwd: %lld of %lld tiles are half tiles", (long long)nh, (long long)tiles);
+	if (!env_has("LONGATTN_HOPPER_FWD", "nohalf") && (env_has("LONGATTN_HOPPER_FWD", "half") ||
+	    nh * 100 >= tiles * HALF_PCT))
+		rc = upload((void **)&f->half, h, (size_t)p->nent);
+	free(h);
 	return rc;
 }
 
@@ -1914,6 +2108,7 @@ template <typename T, int HD> static cudaError_t set_smem(void)
 	    (e = smem(fwd<T, HD, 2, BK>, cfg<HD>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 0, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 128, 0>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
+	    (e = smem(fwdp<T, HD, 1, 128, 2>, pcfg<HD, 128>::SMEM)) != cudaSuccess ||
 	    (e = smem(fwdp<T, HD, 1, 64, 0>, pcfg<HD, 64>::SMEM)) != cudaSuccess)
 		return e;
 	return smem(fwdp<T, HD, 1, 128, 1>, pcfg<HD, 128>::SMEM);
@@ -2089,7 +2284,8 @@ static int init(void **st, const struct attn_shape *s, const struct mask *m, cha
 		    (!env_has("LONGATTN_HOPPER_FWD", "cuts") && (rc = upload_intervals(&f->iv, &p, NULL, 0,
 		    env_has("LONGATTN_HOPPER_FWD", "why") ?
 		    "hopper: fwd: partial tiles masked from each row's one interval of keys" : NULL))) ||
-		    (f->pers && (rc = items(f, &p, ord))))
+		    (f->pers && (rc = items(f, &p, ord))) ||
+		    (f->pers && f->pair && f->bk == BK && !f->gather && (rc = halves(f, &p))))
 			;
 	}
 	free(ord);
@@ -2142,7 +2338,7 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 		return KERN_ERR;
 	}
 	a.row = f->row; a.order = f->order; a.ent = f->ent; a.cut = f->cut;
-	a.bm = f->bm; a.iv = f->iv;
+	a.bm = f->bm; a.iv = f->iv; a.half = f->half;
 	a.o = io->o; a.lse = io->lse;
 	a.sq = (int)s->sq; a.sk = f->skv > 0 ? f->skv : (int)s->sk; a.hq = s->hq; a.nqt = f->nqt;
 	a.qtile = f->qtile; a.ktile = f->ktile;
@@ -2178,6 +2374,9 @@ template <typename T, int HD> static int launch(struct state *f, const struct at
 			f->launches++;
 		} else if (f->nitem > 0 && f->pair && f->bk == 64) {
 			fwdp<T, HD, 1, 64, 0><<<G, NT, pcfg<HD, 64>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
+			f->launches++;
+		} else if (f->nitem > 0 && f->pair && f->half != NULL) {
+			fwdp<T, HD, 1, 128, 2><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);
 			f->launches++;
 		} else if (f->nitem > 0 && f->pair) {
 			fwdp<T, HD, 1, 128, 0><<<G, NT, pcfg<HD, 128>::SMEM, (cudaStream_t)io->stream>>>(tq, tk, tv, to, a);

@@ -10,7 +10,8 @@
 #                      at 8K (hopper: a CTA per k-tile and q-head), causal
 #                      documents and buckets at 4K (hopper: q-major
 #                      walks; and dQ converted by the CTAs under fuse and
-#                      fusez; 64-key k-tiles forced on every pattern):
+#                      fusez; 64-key k-tiles forced on every pattern;
+#                      fwd's half tiles forced on every pattern, and off):
 #                      logits eight times wider (--qscale 8) on every
 #                      fwd path: every row ok, a bwd row's second run
 #                      checked too where its bits differ;
@@ -298,6 +299,21 @@ check)
 	kb "bitmasks gather bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/random_eviction.1000.amask
 	force pair64 ""
 	kb "bitmasks pair64 fp16 4:2 hd128" -p fwd -t fp16 -H 4:2 -D 128 $M/random_eviction.1000.amask
+	# half tiles (fwdp's head pairs on 64 x 128 tiles: a tile whose keys
+	# lie in one 64-key half runs that half alone), forced on every
+	# pattern, masked from intervals and from cuts, padded, wide logits;
+	# and kept off; the why line says some tile ran as a half
+	force pair,half,why ""
+	kb "half tiles bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	if [ "$KERN" = hopper ] && ! grep -q "fwd: [1-9][0-9]* of [0-9]* tiles are half tiles" "$OUT/$KERN-check.err"; then
+		echo "not ok $KERN half: no tile ran as a half"; rc=1
+	fi
+	force pair,half,cuts,pad ""
+	kb "half tiles cuts padded fp16 8:2 hd128 batch 2" -p fwd -t fp16 -H 8:2 -D 128 -b 2 $M/*.1000.amask
+	force pair,half ""
+	kb "half tiles qscale 8" --qscale 8 -p fwd -t bf16 -H 4:2 -D 128 $M/*.1000.amask $M/*.3001.amask
+	force pair,nohalf ""
+	kb "no half tiles bf16 8:2 hd128" -p fwd -t bf16 -H 8:2 -D 128 $M/*.1000.amask
 	force "" ""
 	# documents under a tile (48-127 tokens), each on a k-tile of its own
 	# and one or two q-tiles: hopper's bwd writes dQ from its consumers,
