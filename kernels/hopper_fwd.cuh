@@ -333,14 +333,23 @@ static __device__ __forceinline__ void allowed(bits<KT> *ok, const plan_cut *cut
 
 /* allowed() where each row allows one interval of keys (plan_intervals): two
  * compares a row, where the cuts take four and two shifts a cut; the
- * intervals stop at sk */
+ * intervals stop at sk.  v: the rows' intervals, rows_iv()'s. */
 template <int KT>
-static __device__ __forceinline__ void allowed_iv(bits<KT> *ok, const int2 *iv, const int *q, int kb)
+static __device__ __forceinline__ void allowed_iv(bits<KT> *ok, const int2 *v, int kb)
 {
 #pragma unroll
-	for (int rr = 0; rr < 2; rr++) {
-		const int2 v = iv[q[rr]];
-		ok[rr] = span<KT>(v.x - kb, v.y - kb);
+	for (int rr = 0; rr < 2; rr++)
+		ok[rr] = span<KT>(v[rr].x - kb, v[rr].y - kb);
+}
+
+/* Rows qr's intervals, once a work item: loaded at each tile they came
+ * after S's wait (the barriers' memory clobbers keep the compiler from
+ * hoisting them), 1 % of fwdp's samples on full_document (ncu, round 36) */
+static __device__ __forceinline__ void rows_iv(int2 *v, const args &a, const int *qr)
+{
+	if (a.iv != NULL) {
+		v[0] = a.iv[qr[0]];
+		v[1] = a.iv[qr[1]];
 	}
 }
 
@@ -457,15 +466,15 @@ static __device__ __forceinline__ void bm_rows(uint32_t *v, const args &a, const
  * keys past sk, become -inf.  Rows past sq are never stored.  pre: the
  * words bm_rows() loaded, or NULL. */
 template <int KT = BK>
-static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr, int kq,
-    int q0, const uint32_t *pre = NULL)
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const walk &w, const int *qr,
+    const int2 *ivr, int kq, int q0, const uint32_t *pre = NULL)
 {
 	const int k0 = w.t * KT;
 	if (w.E.ncut == 0 && k0 + KT <= a.sk)
 		return;
 	bits<KT> ok[2];
 	if (a.iv != NULL) {
-		allowed_iv<KT>(ok, a.iv, qr, k0 + kq);
+		allowed_iv<KT>(ok, ivr, k0 + kq);
 	} else if (KT <= BK && w.E.ncut > MANY) {
 		/* wide tiles run plans of at most MANY cuts a tile (init): dead
 		 * there */
@@ -510,10 +519,10 @@ struct gwalk {
 /* The allowed scores of rows qr of one 64-key half, tile t of entry E, as
  * 16 bits a row. */
 static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, const plan_ent &E, int t,
-    const int *qr, int kq, int q0)
+    const int *qr, const int2 *ivr, int kq, int q0)
 {
 	if (a.iv != NULL) {
-		allowed_iv<64>(ok, a.iv, qr, t * 64 + kq);
+		allowed_iv<64>(ok, ivr, t * 64 + kq);
 	} else if (E.ncut > MANY) {
 #pragma unroll
 		for (int rr = 0; rr < 2; rr++)
@@ -524,15 +533,15 @@ static __device__ __forceinline__ void half_ok(uint32_t *ok, const args &a, cons
 }
 
 template <int KT = BK>
-static __device__ __forceinline__ void mask_tile(float *s, const args &a, const gwalk &g, const int *qr, int kq,
-    int q0)
+static __device__ __forceinline__ void mask_tile(float *s, const args &a, const gwalk &g, const int *qr,
+    const int2 *ivr, int kq, int q0)
 {
 	if (g.A.ncut == 0 && g.ta * 64 + 64 <= a.sk && g.tb >= 0 && g.B.ncut == 0 && g.tb * 64 + 64 <= a.sk)
 		return;
 	uint32_t ok[2], ob[2] = { 0, 0 };
-	half_ok(ok, a, g.A, g.ta, qr, kq, q0);
+	half_ok(ok, a, g.A, g.ta, qr, ivr, kq, q0);
 	if (g.tb >= 0)
-		half_ok(ob, a, g.B, g.tb, qr, kq, q0);
+		half_ok(ob, a, g.B, g.tb, qr, ivr, kq, q0);
 	ok[0] |= ob[0] << 16;
 	ok[1] |= ob[1] << 16;
 	kill_scores<BK>(s, ok);
@@ -582,12 +591,13 @@ static __device__ __forceinline__ void pv_h(float *o, const uint32_t (*p)[4], ui
 
 /* mask_tile() of half h of a walk's tile: halves() marks no bitmask tile */
 template <class W>
-static __device__ __forceinline__ void mask_half(float *s, const args &a, const W &w, const int *qr, int kq, int h)
+static __device__ __forceinline__ void mask_half(float *s, const args &a, const W &w, const int *qr,
+    const int2 *ivr, int kq, int h)
 {
 	const int kb = w.t * BK + (h - 1) * 64 + kq;
 	uint32_t ok[2];
 	if (a.iv != NULL)
-		allowed_iv<64>(ok, a.iv, qr, kb);
+		allowed_iv<64>(ok, ivr, kb);
 	else
 		allowed<64>(ok, a.cut + w.E.cut0, w.E.ncut, qr, kb, a.sk);
 	kill_scores<64>(s, ok);
@@ -1144,6 +1154,8 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 		int qr[2];
 		qr[0] = q0 + cw * 64 + warp * 16 + (lane >> 2);
 		qr[1] = qr[0] + 8;
+		int2 ivr[2];
+		rows_iv(ivr, a, qr);
 
 		float o[NO], s[KT / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
 		uint32_t p[KT / 16][4];
@@ -1171,7 +1183,7 @@ __global__ void __launch_bounds__(NT, 1) fwd(const __grid_constant__ CUtensorMap
 			pin<KT / 2>(s);
 			if (lane == 0 && (CL == 1 || P || it < nrel))
 				release<CL>(bEK + 8 * st, peer);
-			mask_tile<KT>(s, a, w, qr, kq, q0, bv);
+			mask_tile<KT>(s, a, w, qr, ivr, kq, q0, bv);
 			softmax<KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		};
 		if (w.more()) {
@@ -1462,6 +1474,8 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 	int qr[2];
 	qr[0] = I.y * QT + rw0;
 	qr[1] = qr[0] + 8;
+	int2 ivr[2];
+	rows_iv(ivr, a, qr);
 	W w(a.ent, ee.x, ee.y);
 	int it = 0, pst = 0, pend = -1;   /* pend: the Q buffer of a store not yet waited for */
 	uint32_t pph = 0;
@@ -1483,9 +1497,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		if (lane == 0)
 			bar_arrive(bEK);
 		if constexpr (H)
-			mask_half(s, a, w, qr, kq, hn);
+			mask_half(s, a, w, qr, ivr, kq, hn);
 		else
-			mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+			mask_tile<KT>(s, a, w, qr, ivr, kq, I.y * QT);
 		softmax<H ? 64 : KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		to_p<T, H ? 64 : KT>(p, s);
 	};
@@ -1515,6 +1529,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			}
 			qr[0] = I.y * QT + rw0;
 			qr[1] = qr[0] + 8;
+			rows_iv(ivr, a, qr);
 			w = W(a.ent, ee.x, ee.y);
 			nb = true;
 		}
@@ -1552,9 +1567,9 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			if (lane == 0)
 				bar_arrive(bEK + 8 * st);
 			if constexpr (H)
-				mask_half(s, a, w, qr, kq, hn);
+				mask_half(s, a, w, qr, ivr, kq, hn);
 			else
-				mask_tile<KT>(s, a, w, qr, kq, I.y * QT);
+				mask_tile<KT>(s, a, w, qr, ivr, kq, I.y * QT);
 			if (nb) {
 				pm[0] = m[0];
 				pm[1] = m[1];
