@@ -1336,6 +1336,20 @@ static __device__ __forceinline__ int ent_half(const args &, const gwalk &)
 	return 0;
 }
 
+/* f(std::true_type) for a half tile (h != 0 under HV), else
+ * f(std::false_type): one straight copy of f per shape of S */
+template <bool HV, class F> static __device__ __forceinline__ void by_half(int h, F &&f)
+{
+	if constexpr (HV) {
+		if (h != 0)
+			f(std::true_type());
+		else
+			f(std::false_type());
+	} else {
+		f(std::false_type());
+	}
+}
+
 /* A stage's half (half tiles), as the producer left it at sh. */
 static __device__ __forceinline__ int half_of(uint32_t sh)
 {
@@ -1503,14 +1517,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 		softmax<H ? 64 : KT, lazy(HD)>(s, m, l, alpha, a.sl);
 		to_p<T, H ? 64 : KT>(p, s);
 	};
-	if constexpr (HV) {
-		if (hn != 0)
-			first(std::true_type());
-		else
-			first(std::false_type());
-	} else {
-		first(std::false_type());
-	}
+	by_half<HV>(hn, first);
 	hp = hn;
 	it = 1;
 	for (;;) {
@@ -1583,14 +1590,7 @@ __global__ void __launch_bounds__(NT, 1) fwdp(const __grid_constant__ CUtensorMa
 			pin<NO>(o);
 			pin<KT / 16>(p);
 		};
-		if constexpr (HV) {
-			if (hn != 0)
-				step(std::true_type());
-			else
-				step(std::false_type());
-		} else {
-			step(std::false_type());
-		}
+		by_half<HV>(hn, step);
 		if (lane == 0)
 			bar_arrive(bEV + 8 * pst);
 		if (nb) {
