@@ -73,6 +73,62 @@ static void readmask(const char *path, struct mask *m)
 		errx(EXIT_BADINPUT, "%s: %s", path, emsg);
 }
 
+static int cmpint(const void *a, const void *b)
+{
+	const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Tiles that see keys in one 64-key half of 128 (a partial tile's cuts,
+ * or the ragged last k-tile): a kernel that runs such a tile as a half
+ * (hopper's half tiles) does half its MMA work. */
+static int64_t half_tiles(const struct plan *p)
+{
+	int64_t n = 0;
+
+	if (p->bk != 128)
+		return 0;
+	for (int r = 0; r < p->nrows; r++) {
+		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
+		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
+			const struct plan_ent *E = &p->ent[e];
+			const int64_t k0 = (int64_t)E->t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
+			int b;
+			if (E->t1 == E->t0 + 1 && ((b = plan_halves(p, E, q0, q1, k0, k1)) == 1 || b == 2))
+				n++;
+		}
+	}
+	return n;
+}
+
+/* The k-tiles' columns as a backward pass walks them (the transposed
+ * plan's rows that visit a tile): how many, and the median and longest
+ * in tiles, whose fill and drain a short column pays for fewer tiles. */
+static void columns(const char *path, const struct plan *p)
+{
+	struct plan t;
+	char emsg[512];
+	int32_t *len;
+	int n = 0;
+
+	if (plan_transpose(&t, p, emsg, sizeof emsg) == -1)
+		errx(EXIT_BADINPUT, "%s: plan transpose: %s", path, emsg);
+	len = xcalloc(t.nrows ? t.nrows : 1, sizeof *len);
+	for (int r = 0; r < t.nrows; r++) {
+		int32_t l = 0;
+		for (int e = t.row[r]; e < t.row[r + 1]; e++)
+			l += t.ent[e].t1 - t.ent[e].t0;
+		if (l > 0)
+			len[n++] = l;
+	}
+	qsort(len, n, sizeof *len, cmpint);
+	printf("columns\t%d\ncolumn_tiles_median\t%d\ncolumn_tiles_max\t%d\n", n, n ? len[n / 2] : 0,
+	    n ? len[n - 1] : 0);
+	free(len);
+	plan_free(&t);
+}
+
 static void info(const char *path, const char *plan, int timing)
 {
 	struct mask m;
@@ -111,6 +167,12 @@ static void info(const char *path, const char *plan, int timing)
 		 * reach: its MMAs cover every visited tile whole */
 		const double tiles = (double)(p.ntiles_full + p.ntiles_partial);
 		printf("tile_bound\t%.4f\n", tiles > 0 ? (double)m.area / (tiles * bq * bk) : 0.0);
+		if (bk == 128) {
+			const int64_t h = half_tiles(&p);
+			printf("half_tiles\t%lld\nhalf_bound\t%.4f\n", (long long)h,
+			    tiles > 0 ? (double)m.area / ((tiles - h / 2.0) * bq * bk) : 0.0);
+		}
+		columns(path, &p);
 		if (timing)
 			printf("plan_ms\t%.3f\n", t2 - t1);
 		plan_free(&p);

@@ -312,25 +312,6 @@ static inline int64_t plan_steps(const struct plan *p, int gather)
 	return n;
 }
 
-/* Which 64-key halves of keys [k0, k1) (at most 128) see some (q, k) of
- * entry E with q in [q0, q1): bit h for keys k0 + 64 h on.  Each pass
- * then skips a half that sees nothing (the bwd's HALF, fwdp's half
- * tiles). */
-static inline int plan_halves(const struct plan *p, const struct plan_ent *E, int64_t q0, int64_t q1, int64_t k0,
-    int64_t k1)
-{
-	int bits = 0;
-
-	for (int h = 0; h < 2; h++) {
-		const int64_t h0 = k0 + 64 * h, h1 = h0 + 64 < k1 ? h0 + 64 : k1;
-		int any = h0 < k1 && E->ncut == 0;
-		for (int c = E->cut0; c < E->cut0 + E->ncut && !any && h0 < k1; c++)
-			any = plan_cut_any(&p->cut[c], q0, q1, h0, h1);
-		bits |= any << h;
-	}
-	return bits;
-}
-
 /* 1 with *c made, 0 where m has no gaps at these minima, -1 on error. */
 static inline int pad_try(const struct mask *m, int bq, int bk, int minq, int mink, int gather, struct padded *c,
     char *err, size_t errlen)

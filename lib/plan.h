@@ -76,6 +76,25 @@ static inline int plan_cut_any(const struct plan_cut *c, int64_t q0, int64_t q1,
 	return 1;
 }
 
+/* Which 64-key halves of keys [k0, k1) (at most 128) see some (q, k) of
+ * entry E with q in [q0, q1): bit h for keys k0 + 64 h on.  Each pass
+ * then skips a half that sees nothing (the bwd's HALF, fwdp's half
+ * tiles, maskgen -i's half_bound). */
+static inline int plan_halves(const struct plan *p, const struct plan_ent *E, int64_t q0, int64_t q1, int64_t k0,
+    int64_t k1)
+{
+	int bits = 0;
+
+	for (int h = 0; h < 2; h++) {
+		const int64_t h0 = k0 + 64 * h, h1 = h0 + 64 < k1 ? h0 + 64 : k1;
+		int any = h0 < k1 && E->ncut == 0;
+		for (int c = E->cut0; c < E->cut0 + E->ncut && !any && h0 < k1; c++)
+			any = plan_cut_any(&p->cut[c], q0, q1, h0, h1);
+		bits |= any << h;
+	}
+	return bits;
+}
+
 /* What c allows on one line, within [o0, o1) of the other axis: a query
  * row l's keys, or (by_key) key l's queries, as [*lo, *hi) (empty where
  * *lo >= *hi).  k - q runs over [dlo, dhi] on the cut's diagonals. */

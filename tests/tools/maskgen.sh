@@ -74,6 +74,17 @@ check "--plan 128x128: 512 rows for 64K" test "$(awk -F '\t' '$1 == "plan_rows" 
 maskgen -p causal -n 1K -o "$T/c1k.amask"
 check "--plan 128x128: causal 1K's tile bound, 524800 over 36 tiles" test \
     "$(maskgen -i "$T/c1k.amask" --plan 128x128 | awk -F '\t' '$1 == "tile_bound" { print $2 }')" = 0.8898
+# causal 1K on 64 x 128: k-tile j's column is q-tiles 2j..15, the first
+# of which sees only the tile's first 64 keys
+maskgen -i "$T/c1k.amask" --plan 64x128 >"$T/plan"
+check "--plan 64x128: causal 1K's half tiles, one a column" test "$(awk -F '\t' '$1 == "half_tiles" { print $2 }' "$T/plan")" -eq 8
+check "--plan 64x128: causal 1K's half bound is the 64 x 64 tiles' bound" test \
+    "$(awk -F '\t' '$1 == "half_bound" { print $2 }' "$T/plan")" = \
+    "$(maskgen -i "$T/c1k.amask" --plan 64x64 | awk -F '\t' '$1 == "tile_bound" { print $2 }')"
+check "--plan 64x128: causal 1K's columns, 16 to 2 tiles" test \
+    "$(awk -F '\t' '$1 ~ /^column/ { printf "%s ", $2 }' "$T/plan")" = "8 10 16 "
+check "--plan 64x64: no half tiles but on 128-key tiles" test \
+    "$(maskgen -i "$T/c1k.amask" --plan 64x64 | grep -c '^half_')" -eq 0
 maskgen -p block_sparse_uniform -n 4K -B 64 --ratio 0.3 -s 1 -o "$T/b64.amask"
 check "--plan 64x64: 64-token blocks fill their tiles" test \
     "$(maskgen -i "$T/b64.amask" --plan 64x64 | awk -F '\t' '$1 == "tile_bound" { print $2 }')" = 1.0000
