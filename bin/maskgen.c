@@ -87,18 +87,9 @@ static int64_t half_tiles(const struct plan *p)
 {
 	int64_t n = 0;
 
-	if (p->bk != 128)
-		return 0;
-	for (int r = 0; r < p->nrows; r++) {
-		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
-		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
-			const struct plan_ent *E = &p->ent[e];
-			const int64_t k0 = (int64_t)E->t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
-			int b;
-			if (E->t1 == E->t0 + 1 && ((b = plan_halves(p, E, q0, q1, k0, k1)) == 1 || b == 2))
-				n++;
-		}
-	}
+	for (int r = 0; r < p->nrows; r++)
+		for (int e = p->row[r]; e < p->row[r + 1]; e++)
+			n += plan_ent_half(p, r, e) != 0;
 	return n;
 }
 
@@ -115,13 +106,9 @@ static void columns(const char *path, const struct plan *p)
 	if (plan_transpose(&t, p, emsg, sizeof emsg) == -1)
 		errx(EXIT_BADINPUT, "%s: plan transpose: %s", path, emsg);
 	len = xcalloc(t.nrows ? t.nrows : 1, sizeof *len);
-	for (int r = 0; r < t.nrows; r++) {
-		int32_t l = 0;
-		for (int e = t.row[r]; e < t.row[r + 1]; e++)
-			l += t.ent[e].t1 - t.ent[e].t0;
-		if (l > 0)
-			len[n++] = l;
-	}
+	for (int r = 0; r < t.nrows; r++)
+		if ((len[n] = (int32_t)plan_row_tiles(&t, r)) > 0)
+			n++;
 	qsort(len, n, sizeof *len, cmpint);
 	printf("columns\t%d\ncolumn_tiles_median\t%d\ncolumn_tiles_max\t%d\n", n, n ? len[n / 2] : 0,
 	    n ? len[n - 1] : 0);

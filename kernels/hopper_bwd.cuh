@@ -1607,16 +1607,6 @@ static int hb_qm(const struct state *f, const struct plan *p)
 	return rows > 0 && 4 * shared >= rows;
 }
 
-/* Tiles of row kt of the transposed plan. */
-static int row_len(const struct plan *p, int kt)
-{
-	int len = 0;
-
-	for (int e = p->row[kt]; e < p->row[kt + 1]; e++)
-		len += p->ent[e].t1 - p->ent[e].t0;
-	return len;
-}
-
 /* Long rows of a one-head mask whose every row is one run of q-tiles to
  * the last (causal, full, prefix-LM), or (PHW) of any other: a CTA per
  * (k-tile, q-head), every k-tile adding its dK/dV to an fp32 slot, listed
@@ -1651,7 +1641,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		for (int e = e0 + 1; e < e1; e++)
 			one &= p->ent[e].t0 == p->ent[e - 1].t1;
 		one &= p->ent[e1 - 1].t1 == p->nqt;
-		const int len = row_len(p, kt);
+		const int len = (int)plan_row_tiles(p, kt);
 		lmax = len > lmax ? len : lmax;
 		lmin = len < lmin ? len : lmin;
 		s1 += len;
@@ -1689,7 +1679,7 @@ static int head_items(struct state *f, const struct plan *p, int4 **itemp, int *
 		return -1;
 	}
 	for (int kt = 0; kt < n; kt++) {
-		const int len = row_len(p, kt);
+		const int len = (int)plan_row_tiles(p, kt);
 		slotkt[kt] = kt;
 		if (len > 0)
 			rows[m++] = make_int4(kt, 0, len, kt);

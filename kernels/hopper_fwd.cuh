@@ -1833,15 +1833,9 @@ static int halves(struct state *f, const struct plan *p)
 	if (h == NULL)
 		return KERN_ERR;
 	for (int r = 0; r < p->nrows; r++) {
-		const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
+		tiles += plan_row_tiles(p, r);
 		for (int e = p->row[r]; e < p->row[r + 1]; e++) {
-			const struct plan_ent *E = &p->ent[e];
-			tiles += E->t1 - E->t0;
-			if (E->t1 != E->t0 + 1 || E->ncut > MANY)
-				continue;
-			const int64_t k0 = (int64_t)E->t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
-			const int b = plan_halves(p, E, q0, q1, k0, k1);
-			h[e] = b == 1 || b == 2 ? b : 0;
+			h[e] = p->ent[e].ncut > MANY ? 0 : plan_ent_half(p, r, e);
 			nh += h[e] != 0;
 		}
 	}

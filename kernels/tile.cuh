@@ -304,9 +304,7 @@ static inline int64_t plan_steps(const struct plan *p, int gather)
 	int64_t n = 0;
 
 	for (int r = 0; r < p->nrows; r++) {
-		int64_t t = 0;
-		for (int e = p->row[r]; e < p->row[r + 1]; e++)
-			t += p->ent[e].t1 - p->ent[e].t0;
+		const int64_t t = plan_row_tiles(p, r);
 		n += gather ? (t + 1) / 2 : t;
 	}
 	return n;

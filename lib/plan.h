@@ -95,6 +95,31 @@ static inline int plan_halves(const struct plan *p, const struct plan_ent *E, in
 	return bits;
 }
 
+/* The half (1 or 2) that entry e of row r of an untransposed plan on
+ * 128-key tiles sees alone, where the entry is one tile; else 0. */
+static inline int plan_ent_half(const struct plan *p, int r, int e)
+{
+	const struct plan_ent *E = &p->ent[e];
+	const int64_t q0 = (int64_t)(r % p->nqt) * p->bq, q1 = q0 + p->bq < p->sq ? q0 + p->bq : p->sq;
+	const int64_t k0 = (int64_t)E->t0 * p->bk, k1 = k0 + p->bk < p->sk ? k0 + p->bk : p->sk;
+	int b;
+
+	if (E->t1 != E->t0 + 1)
+		return 0;
+	b = plan_halves(p, E, q0, q1, k0, k1);
+	return b == 1 || b == 2 ? b : 0;
+}
+
+/* The tiles row r visits. */
+static inline int64_t plan_row_tiles(const struct plan *p, int r)
+{
+	int64_t n = 0;
+
+	for (int e = p->row[r]; e < p->row[r + 1]; e++)
+		n += p->ent[e].t1 - p->ent[e].t0;
+	return n;
+}
+
 /* What c allows on one line, within [o0, o1) of the other axis: a query
  * row l's keys, or (by_key) key l's queries, as [*lo, *hi) (empty where
  * *lo >= *hi).  k - q runs over [dlo, dhi] on the cut's diagonals. */
